@@ -1,0 +1,179 @@
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	msqlite "modernc.org/sqlite" // also registers the pure-Go "sqlite" database/sql driver
+)
+
+//go:embed postgres/*.sql sqlite/*.sql
+var files embed.FS
+
+// Dialect names a supported database.
+type Dialect string
+
+// The supported dialects.
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+// ErrBadURL is returned by Open for a database URL it cannot use.
+var ErrBadURL = errors.New("migrations: bad database URL")
+
+// DialectOf tells which dialect a gorm handle speaks.
+func DialectOf(db *gorm.DB) Dialect {
+	if db.Dialector.Name() == "postgres" {
+		return Postgres
+	}
+	return SQLite
+}
+
+// Open connects to the database named by url and applies every pending migration.
+//
+// A url starting with postgres:// or postgresql:// is Postgres; sqlite:PATH or a plain file path
+// is SQLite (created when missing). SQLite runs in WAL mode with a busy timeout and immediate
+// transactions, so that concurrent writers queue instead of failing.
+func Open(ctx context.Context, url string) (*gorm.DB, error) {
+	db, err := OpenRaw(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := Up(ctx, db); err != nil {
+		if sqlDB, e := db.DB(); e == nil {
+			_ = sqlDB.Close() // the migration error is the one worth reporting
+		}
+		return nil, err
+	}
+	return db, nil
+}
+
+// OpenRaw connects like Open but applies no migration.
+func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
+	cfg := &gorm.Config{Logger: logger.Discard, TranslateError: true}
+	var dialector gorm.Dialector
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		dialector = postgres.Open(url)
+	case url == "":
+		return nil, fmt.Errorf("%w: empty", ErrBadURL)
+	default:
+		path := strings.TrimPrefix(url, "sqlite:")
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		if strings.Contains(path, "?") {
+			return nil, fmt.Errorf("%w: sqlite path %q must not carry parameters", ErrBadURL, path)
+		}
+		dialector = sqliteDialector{sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}).(*sqlite.Dialector)}
+	}
+	db, err := gorm.Open(dialector, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if DialectOf(db) == SQLite {
+		// One writer at a time is SQLite's model; a small pool keeps readers concurrent under WAL.
+		sqlDB.SetMaxOpenConns(8)
+	} else {
+		sqlDB.SetMaxOpenConns(32)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close() // the ping error is the one worth reporting
+		return nil, fmt.Errorf("connect database: %w", err)
+	}
+	return db, nil
+}
+
+// Up applies every pending migration of db's dialect. Concurrent callers on Postgres are
+// serialised with an advisory lock, so several processes may start at once.
+func Up(ctx context.Context, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := provider(db, sqlDB)
+	if err != nil {
+		return err
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range results {
+		slog.DebugContext(ctx, "migration applied", "version", r.Source.Version, "path", r.Source.Path)
+	}
+	return nil
+}
+
+// Version reports the newest applied migration version.
+func Version(ctx context.Context, db *gorm.DB) (int64, error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return 0, fmt.Errorf("migration version: %w", err)
+	}
+	p, err := provider(db, sqlDB)
+	if err != nil {
+		return 0, err
+	}
+	v, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("migration version: %w", err)
+	}
+	return v, nil
+}
+
+func provider(db *gorm.DB, sqlDB *sql.DB) (*goose.Provider, error) {
+	dialect := DialectOf(db)
+	sub, err := fs.Sub(files, string(dialect))
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
+	gd := goose.DialectSQLite3
+	if dialect == Postgres {
+		gd = goose.DialectPostgres
+		locker, err := lock.NewPostgresSessionLocker()
+		if err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	p, err := goose.NewProvider(gd, sqlDB, sub, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return p, nil
+}
+
+// sqliteDialector translates modernc's errors, which gorm's SQLite driver (written for the cgo
+// driver's error shape) leaves untranslated: duplicate keys must be gorm.ErrDuplicatedKey on both dialects.
+type sqliteDialector struct{ *sqlite.Dialector }
+
+func (d sqliteDialector) Translate(err error) error {
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case 1555, 2067:
+			return gorm.ErrDuplicatedKey
+		case 787:
+			return gorm.ErrForeignKeyViolated
+		}
+	}
+	return err
+}

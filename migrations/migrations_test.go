@@ -1,0 +1,56 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+	"svc/migrations"
+	"svc/migrations/dbtest"
+)
+
+func TestSchemaOnBothDialects(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		v, err := migrations.Version(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v < 1 {
+			t.Fatalf("Version = %d, want >= 1", v)
+		}
+		// Applying again is a no-op.
+		if err := migrations.Up(ctx, db); err != nil {
+			t.Fatalf("second Up: %v", err)
+		}
+		now := time.Now().UTC()
+		if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES (?, ?, ?, ?, ?)`, "a1", "a1", "A", now, now).Error; err != nil {
+			t.Fatal(err)
+		}
+		insert := func(id string, active bool) error {
+			return db.Exec(`INSERT INTO deployments (id, agent_id, build_id, environment, status, is_active, created_at) VALUES (?, 'a1', 'b', 'production', 'ready', ?, ?)`, id, active, now).Error
+		}
+		if err := insert("d1", true); err != nil {
+			t.Fatal(err)
+		}
+		if err := insert("d2", false); err != nil {
+			t.Fatal(err)
+		}
+		// The partial unique index keeps one active deployment per agent and environment.
+		err = insert("d3", true)
+		if !errors.Is(err, gorm.ErrDuplicatedKey) {
+			t.Fatalf("second active deployment: err = %v, want ErrDuplicatedKey", err)
+		}
+	})
+}
+
+func TestOpenRejectsBadURL(t *testing.T) {
+	if _, err := migrations.Open(context.Background(), ""); !errors.Is(err, migrations.ErrBadURL) {
+		t.Fatalf("Open(\"\") err = %v, want ErrBadURL", err)
+	}
+	if _, err := migrations.Open(context.Background(), "sqlite:/tmp/x.db?mode=ro"); !errors.Is(err, migrations.ErrBadURL) {
+		t.Fatalf("Open(params) err = %v, want ErrBadURL", err)
+	}
+}
