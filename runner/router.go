@@ -1,0 +1,226 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"gorm.io/gorm"
+
+	"svc/agent"
+	"svc/registry"
+)
+
+// Runtime serves one deployment. Close stops its background work and waits for it.
+type Runtime interface {
+	http.Handler
+	Close(ctx context.Context) error
+}
+
+// BundleLoader reads a deployment's bundle into its agent.
+type BundleLoader func(ctx context.Context, d registry.Deployment) (*agent.Agent, error)
+
+// RuntimeFactory builds the runtime of a deployment from its loaded agent.
+type RuntimeFactory func(ctx context.Context, a *agent.Agent, d registry.Deployment) (Runtime, error)
+
+// Config holds the Router's dependencies. Zero sizes take the documented defaults.
+type Config struct {
+	DB          *gorm.DB
+	AppsDomain  string // e.g. apps.localhost
+	LoadBundle  BundleLoader
+	NewRuntime  RuntimeFactory
+	BundleCache int // parsed bundles kept, by digest (default 64)
+	Runtimes    int // runtimes kept, by deployment (default 256)
+	Logger      *slog.Logger
+}
+
+// Router dispatches agent hosts to deployment runtimes. It is safe for concurrent use.
+type Router struct {
+	cfg      Config
+	bundles  *lru.Cache[string, *agent.Agent]
+	runtimes *lru.Cache[string, Runtime]
+	mu       sync.Mutex // serialises loading, so one deployment is loaded once
+	wg       sync.WaitGroup
+}
+
+// NewRouter returns a router; Close releases its runtimes.
+func NewRouter(cfg Config) (*Router, error) {
+	if cfg.DB == nil || cfg.LoadBundle == nil || cfg.NewRuntime == nil || cfg.AppsDomain == "" {
+		return nil, errors.New("runner: router needs DB, AppsDomain, LoadBundle and NewRuntime")
+	}
+	if cfg.BundleCache <= 0 {
+		cfg.BundleCache = 64
+	}
+	if cfg.Runtimes <= 0 {
+		cfg.Runtimes = 256
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &Router{cfg: cfg}
+	var err error
+	if r.bundles, err = lru.New[string, *agent.Agent](cfg.BundleCache); err != nil {
+		return nil, fmt.Errorf("runner: bundle cache: %w", err)
+	}
+	r.runtimes, err = lru.NewWithEvict[string, Runtime](cfg.Runtimes, func(_ string, rt Runtime) {
+		r.wg.Go(func() { r.closeRuntime(rt) })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runner: runtime cache: %w", err)
+	}
+	return r, nil
+}
+
+func (r *Router) closeRuntime(rt Runtime) {
+	if err := rt.Close(context.Background()); err != nil {
+		r.cfg.Logger.Warn("close runtime", "err", err)
+	}
+}
+
+// Close closes every cached runtime and waits for them.
+func (r *Router) Close() {
+	r.runtimes.Purge() // calls the eviction callback for each
+	r.wg.Wait()
+}
+
+// Target is what a Host name names.
+type Target struct {
+	Slug     string
+	DeployID string // "" for the persistent name
+}
+
+// ParseHost tells whether host (port ignored) is an agent name under domain, and which.
+func ParseHost(host, domain string) (Target, bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	label, ok := strings.CutSuffix(host, "."+domain)
+	if !ok || label == "" || strings.Contains(label, ".") {
+		return Target{}, false
+	}
+	if id, slug, ok := strings.Cut(label, "--"); ok {
+		if id == "" || slug == "" {
+			return Target{}, false
+		}
+		return Target{Slug: slug, DeployID: id}, true
+	}
+	return Target{Slug: label}, true
+}
+
+// Match reports whether the request is for an agent host.
+func (r *Router) Match(req *http.Request) bool {
+	_, ok := ParseHost(req.Host, r.cfg.AppsDomain)
+	return ok
+}
+
+// ServeHTTP serves an agent host; a non-agent host answers 404.
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	t, ok := ParseHost(req.Host, r.cfg.AppsDomain)
+	if !ok {
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "no agent is served at this host")
+		return
+	}
+	d, err := r.resolve(req.Context(), t)
+	switch {
+	case errors.Is(err, errNoAgent), errors.Is(err, registry.ErrDeploymentNotFound):
+		writeError(w, http.StatusNotFound, "NOT_FOUND", "no agent or deployment is served at this host")
+		return
+	case errors.Is(err, registry.ErrNoActive):
+		writeError(w, http.StatusServiceUnavailable, "NO_ACTIVE_DEPLOYMENT", "the agent has no active production deployment")
+		return
+	case err != nil:
+		r.cfg.Logger.ErrorContext(req.Context(), "resolve host", "host", req.Host, "err", err)
+		writeError(w, http.StatusInternalServerError, "INTERNAL", "internal error")
+		return
+	}
+	if d.RuntimeStopped {
+		writeError(w, http.StatusServiceUnavailable, "RUNTIME_STOPPED", "the deployment's runtime is stopped")
+		return
+	}
+	if d.Status != registry.StatusReady || d.BundleKey == "" {
+		writeError(w, http.StatusServiceUnavailable, "DEPLOYMENT_NOT_READY", "the deployment is "+d.Status)
+		return
+	}
+	rt, err := r.runtime(req.Context(), d)
+	if err != nil {
+		r.cfg.Logger.ErrorContext(req.Context(), "load runtime", "deploy_id", d.ID, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "BUNDLE_UNAVAILABLE", "the deployment's bundle could not be loaded")
+		return
+	}
+	rt.ServeHTTP(w, req)
+}
+
+var errNoAgent = errors.New("runner: no such agent")
+
+// resolve reads the deployment a target names: one indexed query for the persistent name.
+func (r *Router) resolve(ctx context.Context, t Target) (registry.Deployment, error) {
+	var d registry.Deployment
+	q := r.cfg.DB.WithContext(ctx).Table("deployments").Select("deployments.*").
+		Joins("JOIN agents ON agents.id = deployments.agent_id").Where("agents.slug = ?", t.Slug)
+	if t.DeployID != "" {
+		err := q.Where("deployments.id = ?", t.DeployID).Take(&d).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return d, registry.ErrDeploymentNotFound
+		}
+		return d, err
+	}
+	err := q.Where("deployments.environment = ? AND deployments.is_active = ?", registry.Production, true).Take(&d).Error
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return d, err
+	}
+	var n int64
+	if err := r.cfg.DB.WithContext(ctx).Table("agents").Where("slug = ?", t.Slug).Count(&n).Error; err != nil {
+		return d, err
+	}
+	if n == 0 {
+		return d, errNoAgent
+	}
+	return d, registry.ErrNoActive
+}
+
+// runtime returns the deployment's runtime, loading its bundle on first use.
+func (r *Router) runtime(ctx context.Context, d registry.Deployment) (Runtime, error) {
+	if rt, ok := r.runtimes.Get(d.ID); ok {
+		return rt, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rt, ok := r.runtimes.Get(d.ID); ok {
+		return rt, nil
+	}
+	key := d.Digest
+	if key == "" {
+		key = d.BundleKey
+	}
+	a, ok := r.bundles.Get(key)
+	if !ok {
+		var err error
+		if a, err = r.cfg.LoadBundle(ctx, d); err != nil {
+			return nil, err
+		}
+		r.bundles.Add(key, a)
+	}
+	rt, err := r.cfg.NewRuntime(ctx, a, d)
+	if err != nil {
+		return nil, err
+	}
+	r.runtimes.Add(d.ID, rt)
+	return rt, nil
+}
+
+// Forget drops a deployment's runtime (after a runtime stop), closing it.
+func (r *Router) Forget(deployID string) { r.runtimes.Remove(deployID) }
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": message}}) // the client may be gone
+}

@@ -1,0 +1,156 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"svc/agent"
+	"svc/migrations/dbtest"
+	"svc/registry"
+	"svc/runner"
+)
+
+func TestParseHost(t *testing.T) {
+	tests := []struct {
+		host string
+		want runner.Target
+		ok   bool
+	}{
+		{"acme.apps.localhost", runner.Target{Slug: "acme"}, true},
+		{"acme.apps.localhost:8080", runner.Target{Slug: "acme"}, true},
+		{"ACME.Apps.Localhost.", runner.Target{Slug: "acme"}, true},
+		{"dabc--acme.apps.localhost", runner.Target{Slug: "acme", DeployID: "dabc"}, true},
+		{"--acme.apps.localhost", runner.Target{}, false},
+		{"dabc--.apps.localhost", runner.Target{}, false},
+		{"apps.localhost", runner.Target{}, false},
+		{"a.b.apps.localhost", runner.Target{}, false},
+		{"127.0.0.1:8080", runner.Target{}, false},
+		{"acme.apps.localhost.evil.com", runner.Target{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := runner.ParseHost(tt.host, "apps.localhost")
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseHost(%q) = %+v, %v; want %+v, %v", tt.host, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// healthRuntime answers /health with the deployment it serves, like the real runtime does.
+type healthRuntime struct {
+	id     string
+	closed *atomic.Int32
+}
+
+func (h healthRuntime) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	_ = json.NewEncoder(w).Encode(map[string]string{"status": "ok", "deployId": h.id})
+}
+
+func (h healthRuntime) Close(context.Context) error { h.closed.Add(1); return nil }
+
+func TestRouterFollowsActivation(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?), ('a2','idle','Idle',?,?)`, now, now, now, now).Error; err != nil {
+			t.Fatal(err)
+		}
+		deps := registry.NewDeployments(db)
+		build := func(env, commit string, activate bool) registry.Deployment {
+			st, err := deps.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: env, Commit: commit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: activate})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		var loads, closed atomic.Int32
+		router, err := runner.NewRouter(runner.Config{
+			DB: db, AppsDomain: "apps.localhost",
+			LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) {
+				loads.Add(1)
+				return &agent.Agent{}, nil
+			},
+			NewRuntime: func(_ context.Context, _ *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
+				return healthRuntime{id: d.ID, closed: &closed}, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(router)
+		defer srv.Close()
+		defer router.Close()
+
+		get := func(host string) (int, string) {
+			req, _ := http.NewRequest("GET", srv.URL+"/health", nil)
+			req.Host = host
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var body struct {
+				DeployID string `json:"deployId"`
+				Error    struct{ Code string }
+			}
+			_ = json.Unmarshal(b, &body)
+			if body.DeployID != "" {
+				return resp.StatusCode, body.DeployID
+			}
+			return resp.StatusCode, body.Error.Code
+		}
+		check := func(host string, wantStatus int, want string) {
+			t.Helper()
+			if status, got := get(host); status != wantStatus || got != want {
+				t.Errorf("GET %s/health = %d %s, want %d %s", host, status, got, wantStatus, want)
+			}
+		}
+		check("nobody.apps.localhost", 404, "NOT_FOUND")
+		check("idle.apps.localhost", 503, "NO_ACTIVE_DEPLOYMENT")
+		d1 := build("production", "c1", false)
+		check("acme.apps.localhost", 503, "NO_ACTIVE_DEPLOYMENT")
+		check(d1.ID+"--acme.apps.localhost", 200, d1.ID)
+		check(d1.ID+"--idle.apps.localhost", 404, "NOT_FOUND")
+		check("dnothing--acme.apps.localhost", 404, "NOT_FOUND")
+		if _, err := deps.Activate(ctx, d1.ID, "op"); err != nil {
+			t.Fatal(err)
+		}
+		check("acme.apps.localhost:8080", 200, d1.ID)
+		d2 := build("production", "c2", true)
+		check("acme.apps.localhost", 200, d2.ID)
+		if _, err := deps.Rollback(ctx, "a1", "production", "", "op"); err != nil {
+			t.Fatal(err)
+		}
+		check("acme.apps.localhost", 200, d1.ID)
+		check(d2.ID+"--acme.apps.localhost", 200, d2.ID)
+		// A preview deployment never serves the persistent name.
+		p := build("preview-x", "c3", true)
+		check("acme.apps.localhost", 200, d1.ID)
+		check(p.ID+"--acme.apps.localhost", 200, p.ID)
+		// A stopped runtime answers 503 on its URLs.
+		if _, err := deps.SetRuntimeStopped(ctx, d1.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		check("acme.apps.localhost", 503, "RUNTIME_STOPPED")
+		check(d1.ID+"--acme.apps.localhost", 503, "RUNTIME_STOPPED")
+		if got := loads.Load(); got != 3 {
+			t.Errorf("bundle loads = %d, want 3 (one per digest)", got)
+		}
+		router.Close()
+		if got := closed.Load(); got != 3 {
+			t.Errorf("runtimes closed = %d, want 3", got)
+		}
+	})
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Makes sure the services the tests talk to are up: Postgres and Redis (started when installed but
+# stopped, with the machine's own start commands) and an S3 server binary (installed once, cached
+# in $(go env GOPATH)/bin). Fails loudly, naming what is missing.
+set -euo pipefail
+
+fail() { echo "services: $*" >&2; exit 1; }
+
+pg_url="${SVC_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}"
+if ! pg_isready -q -d "$pg_url" 2>/dev/null; then
+  if command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then
+    echo "services: starting PostgreSQL"
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+    for _ in $(seq 1 30); do pg_isready -q -d "$pg_url" && break; sleep 0.5; done
+  fi
+  pg_isready -q -d "$pg_url" || fail "PostgreSQL is not reachable at $pg_url and could not be started (install postgresql, or set SVC_TEST_DATABASE_URL)"
+fi
+# The test database must exist (tests create their own databases beside it).
+if ! psql "$pg_url" -Atqc 'select 1' >/dev/null 2>&1; then
+  fail "cannot connect to $pg_url (does database 'test' exist? createdb -h 127.0.0.1 -U postgres test)"
+fi
+
+redis_url="${SVC_TEST_REDIS_URL:-redis://127.0.0.1:6379/0}"
+if ! redis-cli -u "$redis_url" ping >/dev/null 2>&1; then
+  if command -v redis-server >/dev/null 2>&1; then
+    echo "services: starting Redis"
+    mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+    for _ in $(seq 1 30); do redis-cli -u "$redis_url" ping >/dev/null 2>&1 && break; sleep 0.3; done
+  fi
+  redis-cli -u "$redis_url" ping >/dev/null 2>&1 || fail "Redis is not reachable at $redis_url and could not be started (install redis-server, or set SVC_TEST_REDIS_URL)"
+fi
+
+if [ -z "${SVC_TEST_S3_ENDPOINT:-}" ]; then
+  "$(dirname "$0")/s3server.sh" >/dev/null || fail "could not install the S3 server (scripts/s3server.sh)"
+fi
+echo "services: postgres, redis and s3 ready"
