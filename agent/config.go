@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Model providers accepted in svc.json "models".
+const (
+	ProviderOpenAI           = "openai"
+	ProviderAnthropic        = "anthropic"
+	ProviderOpenAICompatible = "openai-compatible"
+	ProviderEcho             = "echo"
+)
+
+// Store backends accepted in svc.json "stores".
+const (
+	BackendMemory   = "memory"
+	BackendSQLite   = "sqlite"
+	BackendPostgres = "postgres"
+)
+
+// parseConfig decodes and validates svc.json.
+func parseConfig(file string, data []byte, c *collector) Config {
+	var cfg Config
+	doc, issues := decodeJSONStrict(data, &cfg)
+	c.addJSON(file, issues)
+	if len(issues) > 0 && len(doc.lines) == 0 {
+		return cfg // not JSON at all: the "missing field" problems would only repeat that
+	}
+	doc.require(c, file, "name", strings.TrimSpace(cfg.Name) == "", "")
+	doc.require(c, file, "version", strings.TrimSpace(cfg.Version) == "", "")
+	for _, key := range sortedKeys(cfg.Models) {
+		checkModel(file, "models."+key, cfg.Models[key], doc, c)
+	}
+	if s := cfg.Stores; s != nil {
+		switch s.Backend {
+		case BackendMemory, BackendSQLite, BackendPostgres:
+		default:
+			c.add(file, doc.lineOr("stores.backend", "stores"), "field %q must be one of memory, sqlite, postgres; got %q", "stores.backend", s.Backend)
+		}
+		if s.URL != "" {
+			if msg := checkEnvRef("stores.url", s.URL); msg != "" {
+				c.add(file, doc.line("stores.url"), "%s", msg)
+			}
+		}
+	}
+	if cfg.CI != nil && cfg.CI.Deploy != nil {
+		for i, pattern := range cfg.CI.Deploy.Branches {
+			field := "ci.deploy.branches[" + strconv.Itoa(i) + "]"
+			if pattern == "" {
+				c.add(file, doc.line(field), "field %q: empty branch pattern", field)
+				continue
+			}
+			if _, err := path.Match(pattern, ""); err != nil {
+				c.add(file, doc.line(field), "field %q: invalid glob pattern %q: %v", field, pattern, err)
+			}
+		}
+	}
+	return cfg
+}
+
+func checkModel(file, field string, m ModelRef, doc *jsonDoc, c *collector) {
+	line := doc.lineOr(field+".provider", field)
+	switch m.Provider {
+	case ProviderOpenAI, ProviderAnthropic, ProviderOpenAICompatible, ProviderEcho:
+	case "":
+		doc.require(c, file, field+".provider", true, "")
+	default:
+		c.add(file, line, "field %q must be one of openai, anthropic, openai-compatible, echo; got %q", field+".provider", m.Provider)
+	}
+	doc.require(c, file, field+".model", m.Model == "" && m.Provider != ProviderEcho, "")
+	if m.Provider == ProviderOpenAICompatible && m.BaseURL == "" {
+		c.add(file, doc.line(field), "missing field %q: provider openai-compatible needs it", field+".baseUrl")
+	}
+	if m.BaseURL != "" {
+		if msg := checkBaseURL(field+".baseUrl", m.BaseURL); msg != "" {
+			c.add(file, doc.line(field+".baseUrl"), "%s", msg)
+		}
+	}
+	if m.APIKey != "" {
+		if msg := checkEnvRef(field+".apiKey", m.APIKey); msg != "" {
+			c.add(file, doc.line(field+".apiKey"), "%s", msg)
+		}
+	}
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
