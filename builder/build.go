@@ -1,0 +1,237 @@
+package builder
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+	"time"
+
+	"svc/agent"
+	"svc/registry"
+)
+
+// Build step names, in the order Build runs them.
+const (
+	StepValidate = "validate"
+	StepCompile  = "compile"
+	StepPack     = "pack"
+	StepUpload   = "upload"
+)
+
+// Step statuses.
+const (
+	StepSucceeded = "succeeded"
+	StepFailed    = "failed"
+	StepSkipped   = "skipped" // not run because an earlier step failed
+)
+
+// BuildInput is what Build builds. Source is the tree (from FetchGit, ReadTarGz, FromFiles, or
+// any fs.FS); Commit, Branch and SourceVersionID are recorded in the manifest as given.
+type BuildInput struct {
+	Source          fs.FS
+	Commit          string
+	Branch          string
+	SourceVersionID string
+	// AgentSlug names the agent in the bundle's object key: a DNS label (lower-case letters,
+	// digits and hyphens, at most 63, not starting or ending with a hyphen).
+	AgentSlug string
+	// Limits bound the tree and the build's duration; zero fields take their defaults.
+	Limits Limits
+}
+
+// Step is one build step as it ran.
+type Step struct {
+	Name     string
+	Status   string // StepSucceeded, StepFailed or StepSkipped
+	Duration time.Duration
+}
+
+// Result describes a build. On failure Build still returns the steps (the failed one and the
+// skipped ones after it) and SourceDigest when the tree could be read; the bundle fields are empty.
+type Result struct {
+	// BundleKey is the object key: bundles/<agentSlug>/<hex sha256 of the bundle>.tar.zst.
+	BundleKey string
+	// BundleDigest is "sha256:<hex>" of the bundle bytes.
+	BundleDigest string
+	// BundleSize is the bundle's length in bytes.
+	BundleSize int64
+	// SourceDigest is the Digest of the source tree.
+	SourceDigest string
+	Manifest     Manifest
+	Steps        []Step
+	// Uploaded is false when an identical bundle was already stored and the upload was skipped.
+	Uploaded bool
+}
+
+var slugPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Build validates the source tree with agent.Load, collects the JavaScript compiled for each tool,
+// packs a deterministic bundle (the same tree and metadata give the same bytes, hence the same
+// key) and uploads it to obj under bundles/<agentSlug>/<sha256>.tar.zst, skipping the upload when
+// that object already exists with the same size. log, when not nil, receives each log line with
+// the step it belongs to; it is called from Build's goroutine only.
+//
+// An invalid tree fails the validate step with a *BuildError listing every problem, each of which
+// was also logged as one line. A failed build uploads nothing. ctx and in.Limits.Timeout are
+// checked between steps (and bound the upload); on timeout the error wraps ErrTimeout.
+func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(step, line string)) (Result, error) {
+	if log == nil {
+		log = func(string, string) {}
+	}
+	var res Result
+	if in.Source == nil {
+		return res, fmt.Errorf("%w: build input has no Source", ErrInvalidInput)
+	}
+	if !slugPattern.MatchString(in.AgentSlug) {
+		return res, fmt.Errorf("%w: agent slug %q is not a DNS label", ErrInvalidInput, in.AgentSlug)
+	}
+	if obj == nil {
+		return res, fmt.Errorf("%w: no object store", ErrInvalidInput)
+	}
+	limits := in.Limits.withDefaults()
+	ctx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, ErrTimeout)
+	defer cancel()
+
+	r := runner{res: &res, log: log}
+	var (
+		tree *memFS
+		ag   *agent.Agent
+		js   map[string]string
+		data []byte
+	)
+	r.step(ctx, StepValidate, func() error {
+		var err error
+		tree, ag, err = validate(in.Source, limits, func(line string) { log(StepValidate, line) })
+		if tree != nil {
+			res.SourceDigest = tree.Digest()
+		}
+		return err
+	})
+	r.step(ctx, StepCompile, func() error {
+		var err error
+		js, err = collectJS(ag, func(line string) { log(StepCompile, line) })
+		return err
+	})
+	r.step(ctx, StepPack, func() error {
+		res.Manifest = newManifest(ag, tree.Digest(), in)
+		var err error
+		data, err = pack(tree, js, res.Manifest)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		res.BundleDigest = "sha256:" + hex.EncodeToString(sum[:])
+		res.BundleKey = "bundles/" + in.AgentSlug + "/" + hex.EncodeToString(sum[:]) + ".tar.zst"
+		res.BundleSize = int64(len(data))
+		log(StepPack, fmt.Sprintf("bundle %s: %d bytes, %d source files, %d tools", res.BundleDigest, len(data), len(tree.files), len(js)))
+		return nil
+	})
+	r.step(ctx, StepUpload, func() error {
+		info, err := obj.Stat(ctx, res.BundleKey)
+		switch {
+		case err == nil && info.Size == res.BundleSize:
+			log(StepUpload, "bundle already stored at "+res.BundleKey+"; upload skipped")
+			return nil
+		case err != nil && !errors.Is(err, registry.ErrNotFound):
+			return fmt.Errorf("stat bundle %s: %w", res.BundleKey, err)
+		}
+		if err := obj.Put(ctx, res.BundleKey, bytes.NewReader(data), res.BundleSize); err != nil {
+			return fmt.Errorf("upload bundle %s: %w", res.BundleKey, err)
+		}
+		res.Uploaded = true
+		log(StepUpload, "uploaded "+res.BundleKey)
+		return nil
+	})
+	if r.err != nil {
+		res.BundleKey, res.BundleDigest, res.BundleSize = "", "", 0
+		return res, r.err
+	}
+	return res, nil
+}
+
+// runner runs the steps of one Build in order, skipping the rest after a failure or once ctx is
+// done. It lives for one call only.
+type runner struct {
+	res *Result
+	log func(step, line string)
+	err error
+}
+
+func (r *runner) step(ctx context.Context, name string, fn func() error) {
+	if r.err == nil {
+		if cause := context.Cause(ctx); cause != nil {
+			r.err = fmt.Errorf("build cancelled before step %s: %w", name, cause)
+			r.log(name, r.err.Error())
+		}
+	}
+	if r.err != nil {
+		r.res.Steps = append(r.res.Steps, Step{Name: name, Status: StepSkipped})
+		return
+	}
+	start := time.Now()
+	err := fn()
+	// A step that finished is kept even if ctx ended meanwhile: the next step's check stops the
+	// build, and an upload that completed is not reported as failed.
+	s := Step{Name: name, Status: StepSucceeded, Duration: time.Since(start)}
+	if err != nil {
+		s.Status = StepFailed
+		r.err = err
+		var be *BuildError
+		if !errors.As(err, &be) { // a BuildError's problems are already logged one per line
+			r.log(name, "error: "+err.Error())
+		}
+	}
+	r.res.Steps = append(r.res.Steps, s)
+}
+
+// validate reads the source within limits and loads it with agent.Load. Every problem is logged
+// and returned in a *BuildError.
+func validate(src fs.FS, limits Limits, log func(string)) (*memFS, *agent.Agent, error) {
+	tree, err := snapshot(src, limits)
+	if err != nil {
+		var se *SourceError
+		if errors.As(err, &se) {
+			be := &BuildError{Problems: agent.Problems{{File: se.Path, Message: se.Message}}}
+			log(be.Problems[0].String())
+			return nil, nil, be
+		}
+		return nil, nil, fmt.Errorf("read source: %w", err)
+	}
+	log(fmt.Sprintf("source %s: %d files, %d bytes", tree.Digest(), len(tree.files), tree.total))
+	ag, err := agent.Load(tree)
+	var problems agent.Problems
+	if errors.As(err, &problems) {
+		for _, p := range problems {
+			log(strings.ReplaceAll(p.String(), "\n", " ")) // one line per problem
+		}
+		return tree, nil, &BuildError{Problems: problems}
+	}
+	if err != nil {
+		return tree, nil, fmt.Errorf("load agent: %w", err)
+	}
+	log(fmt.Sprintf("agent %s %s: %d tools, %d agents, %d skills", ag.Config.Name, ag.Config.Version, len(ag.Tools), len(ag.Agents), len(ag.Skills)))
+	return tree, ag, nil
+}
+
+// collectJS returns the compiled JavaScript of every tool, by tool name.
+func collectJS(ag *agent.Agent, log func(string)) (map[string]string, error) {
+	js := make(map[string]string, len(ag.Tools))
+	for _, name := range sortedKeys(ag.Tools) {
+		t := ag.Tools[name]
+		if t.JS == "" {
+			return nil, fmt.Errorf("tool %s: %s compiled to nothing", name, t.SourcePath)
+		}
+		js[name] = t.JS
+		log(fmt.Sprintf("%s → build/tools/%s.js (%d bytes)", t.SourcePath, name, len(t.JS)))
+	}
+	if len(js) == 0 {
+		log("no tools to compile")
+	}
+	return js, nil
+}

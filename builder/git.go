@@ -1,0 +1,315 @@
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// GitSource names what FetchGit fetches.
+type GitSource struct {
+	// URL is the repository: http://, https:// or file:// (the last runs the machine's
+	// git-upload-pack).
+	URL string
+	// Branch is the branch to fetch; empty means the remote's default branch (its HEAD).
+	Branch string
+	// Commit, when set, is the full 40-digit lower-case hex hash to check out. Empty means the
+	// branch's head. It should be on Branch: a commit absent from the branch's history fails with
+	// ErrCommitNotFound, except on servers that serve any reachable commit by hash
+	// (uploadpack.allowReachableSHA1InWant), where it is fetched wherever it is.
+	Commit string
+	// Auth holds HTTP basic credentials, resolved by the caller (env: references, agent secrets);
+	// nil for none.
+	Auth *GitAuth
+}
+
+// GitAuth is HTTP basic authentication for a git host. Hosts that take a token (GitHub, GitLab,
+// Gitea) accept it as the password with any non-empty user name.
+type GitAuth struct {
+	Username string
+	Password string
+}
+
+// String hides the password, so credentials never reach a log by accident.
+func (a *GitAuth) String() string {
+	if a == nil {
+		return "<nil>"
+	}
+	return a.Username + ":***"
+}
+
+// FetchResult describes the commit FetchGit read.
+type FetchResult struct {
+	Commit  string // full hex hash
+	Branch  string // short branch name (the remote's default branch when none was asked for)
+	Message string // the commit message, trailing newlines removed
+}
+
+var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// FetchGit fetches one commit of a git repository into memory and returns its tree: a shallow
+// (depth 1) clone of the branch; when Commit is given and is not the branch head, a shallow fetch
+// of that commit, then, when the server refuses that, a full fetch of the branch. Nothing touches
+// the disk. The tree is read under limits (zero fields take their defaults), with the rules of
+// ReadTarGz: a symbolic link to a file inside the tree becomes a copy of it; a link that leaves
+// the tree, a link to a folder and a submodule fail with the path named. ctx and limits.Timeout
+// bound the whole fetch; on timeout the error wraps ErrTimeout.
+func FetchGit(ctx context.Context, src GitSource, limits Limits) (fs.FS, FetchResult, error) {
+	limits = limits.withDefaults()
+	if err := src.validate(); err != nil {
+		return nil, FetchResult{}, err
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, ErrTimeout)
+	defer cancel()
+
+	repo, head, err := cloneBranch(ctx, src, 1)
+	if err != nil {
+		return nil, FetchResult{}, err
+	}
+	want := head.Hash()
+	if src.Commit != "" {
+		want = plumbing.NewHash(src.Commit)
+	}
+	commit, err := repo.CommitObject(want)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		repo, commit, err = fetchCommit(ctx, repo, src, want)
+	}
+	if err != nil {
+		return nil, FetchResult{}, fmt.Errorf("fetch %s: read commit %s: %w", src.redactedURL(), want, err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil, FetchResult{}, fmt.Errorf("fetch %s: read tree of %s: %w", src.redactedURL(), want, err)
+	}
+	fsys, err := readGitTree(ctx, repo, tree, limits)
+	if err != nil {
+		return nil, FetchResult{}, err
+	}
+	return fsys, FetchResult{
+		Commit:  commit.Hash.String(),
+		Branch:  head.Name().Short(),
+		Message: strings.TrimRight(commit.Message, "\n"),
+	}, nil
+}
+
+// validate checks the fields of src, naming the one at fault.
+func (src GitSource) validate() error {
+	u, err := url.Parse(src.URL)
+	switch {
+	case src.URL == "":
+		return fmt.Errorf("%w: git URL is empty", ErrInvalidInput)
+	case err != nil:
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return fmt.Errorf("%w: git URL cannot be parsed: %w", ErrInvalidInput, err)
+	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file":
+		return fmt.Errorf("%w: git URL %s: scheme %q is not supported (http, https or file)", ErrInvalidInput, src.redactedURL(), u.Scheme)
+	case u.Scheme == "file" && u.Path == "":
+		return fmt.Errorf("%w: git URL %s has no path", ErrInvalidInput, src.redactedURL())
+	case u.Scheme != "file" && u.Host == "":
+		return fmt.Errorf("%w: git URL %s has no host", ErrInvalidInput, src.redactedURL())
+	}
+	if src.Branch != "" {
+		if err := plumbing.NewBranchReferenceName(src.Branch).Validate(); err != nil || strings.HasPrefix(src.Branch, "refs/") {
+			return fmt.Errorf("%w: branch %q is not a valid branch name", ErrInvalidInput, src.Branch)
+		}
+	}
+	if src.Commit != "" && !commitPattern.MatchString(src.Commit) {
+		return fmt.Errorf("%w: commit %q is not a full 40-digit lower-case hex hash", ErrInvalidInput, src.Commit)
+	}
+	return nil
+}
+
+// redactedURL is the URL with any password in it replaced by "xxxxx".
+func (src GitSource) redactedURL() string {
+	u, err := url.Parse(src.URL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+func (src GitSource) auth() transport.AuthMethod {
+	if src.Auth == nil {
+		return nil
+	}
+	return &githttp.BasicAuth{Username: src.Auth.Username, Password: src.Auth.Password}
+}
+
+// cloneBranch clones src's branch (depth 0: whole history) into memory, without a worktree, and
+// returns the repository and the branch reference.
+func cloneBranch(ctx context.Context, src GitSource, depth int) (*git.Repository, *plumbing.Reference, error) {
+	opts := &git.CloneOptions{
+		URL:          src.URL,
+		Auth:         src.auth(),
+		SingleBranch: true,
+		Depth:        depth,
+		Tags:         git.NoTags,
+		NoCheckout:   true,
+	}
+	if src.Branch != "" {
+		opts.ReferenceName = plumbing.NewBranchReferenceName(src.Branch)
+	}
+	repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, opts)
+	if err != nil {
+		return nil, nil, fetchErr(ctx, src, err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return nil, nil, fmt.Errorf("fetch %s: read HEAD: %w", src.redactedURL(), err)
+	}
+	return repo, head, nil
+}
+
+// fetchCommit brings commit want into repo with a shallow fetch of the commit itself, which servers
+// allow when they advertise allow-reachable-sha1-in-want (or tip); else it clones the whole branch
+// afresh. It returns the repository that holds the commit.
+func fetchCommit(ctx context.Context, repo *git.Repository, src GitSource, want plumbing.Hash) (*git.Repository, *object.Commit, error) {
+	err := repo.FetchContext(ctx, &git.FetchOptions{
+		RefSpecs: []config.RefSpec{config.RefSpec(want.String() + ":refs/svc/want")},
+		Depth:    1,
+		Auth:     src.auth(),
+		Tags:     git.NoTags,
+	})
+	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		if commit, err := repo.CommitObject(want); err == nil {
+			return repo, commit, nil
+		}
+	}
+	if ctxErr := context.Cause(ctx); ctxErr != nil {
+		return nil, nil, fetchErr(ctx, src, ctxErr)
+	}
+	full, _, err := cloneBranch(ctx, src, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	commit, err := full.CommitObject(want)
+	if errors.Is(err, plumbing.ErrObjectNotFound) {
+		branch := src.Branch
+		if branch == "" {
+			branch = "(default)"
+		}
+		return nil, nil, fmt.Errorf("%w: %s is not on branch %s of %s", ErrCommitNotFound, want, branch, src.redactedURL())
+	}
+	return full, commit, err
+}
+
+// fetchErr names the repository and branch in a transport error, and reports a done ctx as
+// such (with ErrTimeout when the timeout fired).
+func fetchErr(ctx context.Context, src GitSource, err error) error {
+	what := src.redactedURL()
+	if src.Branch != "" {
+		what += " branch " + src.Branch
+	}
+	if cause := context.Cause(ctx); cause != nil {
+		return fmt.Errorf("fetch %s: %w", what, cause)
+	}
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		return fmt.Errorf("fetch %s: credentials missing or refused: %w", what, err)
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("fetch %s: repository not found: %w", what, err)
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return fmt.Errorf("fetch %s: repository is empty: %w", what, err)
+	case errors.Is(err, plumbing.ErrReferenceNotFound), strings.Contains(err.Error(), "couldn't find remote ref"):
+		return fmt.Errorf("fetch %s: branch not found: %w", what, err)
+	}
+	return fmt.Errorf("fetch %s: %w", what, err)
+}
+
+// maxTreeDepth bounds folder nesting in a git tree.
+const maxTreeDepth = 256
+
+// readGitTree reads a commit's tree into a memFS. Blob sizes are checked before any blob is read.
+func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, limits Limits) (*memFS, error) {
+	b := newTreeBuilder(limits)
+	type pendingTree struct {
+		dir   string
+		tree  *object.Tree
+		depth int
+	}
+	stack := []pendingTree{{dir: ".", tree: root}}
+	for len(stack) > 0 {
+		if err := context.Cause(ctx); err != nil {
+			return nil, fmt.Errorf("read git tree: %w", err)
+		}
+		cur := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, e := range cur.tree.Entries {
+			p := e.Name
+			if cur.dir != "." {
+				p = cur.dir + "/" + e.Name
+			}
+			if strings.Contains(e.Name, "/") || e.Name == "" {
+				return nil, sourceErr(p, ErrUnsafePath, "invalid name %q in git tree", e.Name)
+			}
+			switch e.Mode {
+			case filemode.Dir:
+				if cur.depth >= maxTreeDepth {
+					return nil, sourceErr(p, ErrUnsupportedFile, "folders nested more than %d deep", maxTreeDepth)
+				}
+				if err := b.addDir(p); err != nil {
+					return nil, err
+				}
+				sub, err := repo.TreeObject(e.Hash)
+				if err != nil {
+					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read folder: %v", err)
+				}
+				stack = append(stack, pendingTree{dir: p, tree: sub, depth: cur.depth + 1})
+			case filemode.Regular, filemode.Executable, filemode.Deprecated:
+				blob, err := repo.BlobObject(e.Hash)
+				if err != nil {
+					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read file: %v", err)
+				}
+				if err := b.addFile(p, blob.Size, func() ([]byte, error) { return readBlob(blob, blob.Size) }); err != nil {
+					return nil, err
+				}
+			case filemode.Symlink:
+				blob, err := repo.BlobObject(e.Hash)
+				if err != nil {
+					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read symlink: %v", err)
+				}
+				if blob.Size > 4096 {
+					return nil, sourceErr(p, ErrUnsupportedFile, "symlink target is %d bytes long", blob.Size)
+				}
+				target, err := readBlob(blob, blob.Size)
+				if err != nil {
+					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read symlink: %v", err)
+				}
+				if err := b.addLink(p, string(target)); err != nil {
+					return nil, err
+				}
+			case filemode.Submodule:
+				return nil, sourceErr(p, ErrUnsupportedFile, "git submodules are not supported")
+			default:
+				return nil, sourceErr(p, ErrUnsupportedFile, "unsupported git file mode %v", e.Mode)
+			}
+		}
+	}
+	return b.finish()
+}
+
+// readBlob reads a blob of the given size.
+func readBlob(blob *object.Blob, size int64) ([]byte, error) {
+	r, err := blob.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close() //nolint:errcheck // in-memory object
+	return readExactly(r, size)
+}
