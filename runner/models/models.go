@@ -134,6 +134,8 @@ type APIError struct {
 	RetryAfter time.Duration
 }
 
+// Error implements error: "<provider>: HTTP <status>: <message>", or "<provider>: <message>"
+// without a status.
 func (e *APIError) Error() string {
 	if e.StatusCode == 0 {
 		return e.Provider + ": " + e.Message
