@@ -1,0 +1,169 @@
+package dbqueue
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+
+	"svc/migrations"
+	"svc/workers"
+)
+
+// Defaults of Config.
+const (
+	DefaultConcurrency  = 4
+	DefaultPollInterval = 200 * time.Millisecond
+	DefaultLease        = 30 * time.Second
+	DefaultRetention    = 24 * time.Hour
+
+	// MinLease is the shortest accepted Config.Lease: the heartbeat renews every Lease/3.
+	MinLease = 100 * time.Millisecond
+	// MaxConcurrency is the largest accepted Config.Concurrency.
+	MaxConcurrency = 1024
+)
+
+// ErrConfig is wrapped by New's error for a bad Config or database handle; the message names the field.
+var ErrConfig = errors.New("dbqueue: bad config")
+
+// Config tunes a Queue. Zero values mean the documented defaults.
+type Config struct {
+	// Concurrency is the number of tasks one Run processes at once (default 4).
+	Concurrency int
+	// PollInterval is how often an idle Run looks for due tasks (default 200ms). An Enqueue on the
+	// same Queue value wakes it at once.
+	PollInterval time.Duration
+	// Lease is how long a claim lasts without a heartbeat (default 30s, at least MinLease). A task
+	// whose worker died runs again after at most this long.
+	Lease time.Duration
+	// RetryBase is the first retry delay (default workers.DefaultRetryBase); see workers.RetryDelay.
+	RetryBase time.Duration
+	// Retention is how long finished jobs are kept (default 24h).
+	Retention time.Duration
+	// OnFailure, when set, is called once for each task that fails for good.
+	OnFailure workers.FailureFunc
+	// Logger receives the queue's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Queue is a workers.Queue whose tasks are rows of the jobs table.
+type Queue struct {
+	db      *gorm.DB
+	dialect migrations.Dialect
+	cfg     Config
+	log     *slog.Logger
+	// wake is signalled (without blocking) by Enqueue, so an idle Run claims at once.
+	wake chan struct{}
+}
+
+var _ workers.Queue = (*Queue)(nil)
+
+// New returns a Queue on db, which must be migrated and opened by migrations.Open (whose error
+// translation turns a duplicate key into gorm.ErrDuplicatedKey). New does no I/O.
+func New(db *gorm.DB, cfg Config) (*Queue, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: database handle is nil", ErrConfig)
+	}
+	if !db.Config.TranslateError {
+		return nil, fmt.Errorf("%w: database handle must translate errors (open it with migrations.Open)", ErrConfig)
+	}
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Queue{
+		db:      db,
+		dialect: migrations.DialectOf(db),
+		cfg:     cfg,
+		log:     log.With("component", "dbqueue"),
+		wake:    make(chan struct{}, 1),
+	}, nil
+}
+
+func (c *Config) withDefaults() error {
+	switch {
+	case c.Concurrency < 0 || c.Concurrency > MaxConcurrency:
+		return fmt.Errorf("%w: Concurrency %d must be in [1, %d] (0 means %d)", ErrConfig, c.Concurrency, MaxConcurrency, DefaultConcurrency)
+	case c.PollInterval < 0:
+		return fmt.Errorf("%w: PollInterval %v must not be negative", ErrConfig, c.PollInterval)
+	case c.Lease < 0 || (c.Lease > 0 && c.Lease < MinLease):
+		return fmt.Errorf("%w: Lease %v must be at least %v (0 means %v)", ErrConfig, c.Lease, MinLease, DefaultLease)
+	case c.RetryBase < 0:
+		return fmt.Errorf("%w: RetryBase %v must not be negative", ErrConfig, c.RetryBase)
+	case c.Retention < 0:
+		return fmt.Errorf("%w: Retention %v must not be negative", ErrConfig, c.Retention)
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = workers.DefaultRetryBase
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	return nil
+}
+
+// Enqueue inserts t as a queued job; see workers.Queue.
+func (q *Queue) Enqueue(ctx context.Context, t workers.Task, opts ...workers.Option) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	now := q.now()
+	o, err := workers.ResolveOptions(now, opts...)
+	if err != nil {
+		return err
+	}
+	id := newID()
+	key := t.ID
+	if key == "" {
+		key = id
+	}
+	runAt := o.ProcessAt.UTC().Truncate(time.Microsecond)
+	if o.ProcessAt.IsZero() {
+		runAt = now
+	}
+	payload := t.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	err = q.db.WithContext(ctx).Exec(
+		`INSERT INTO jobs (id, type, payload, unique_key, state, attempts, max_retry, run_at, worker_id, last_error, timeout_ms, created_at, updated_at)
+		 VALUES (?, ?, ?, ?, 'queued', 0, ?, ?, '', '', ?, ?, ?)`,
+		id, t.Type, payload, key, o.MaxRetry, runAt, o.Timeout.Milliseconds(), now, now).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return fmt.Errorf("enqueue task %q: %w", key, workers.ErrDuplicate)
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue task %q: %w", key, err)
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+	return nil
+}
+
+// now is the queue's clock: UTC (SQLite compares times as text) at the precision both databases keep.
+func (q *Queue) now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
