@@ -585,3 +585,13 @@ func (s *Deployments) Activations(ctx context.Context, agentID, env string, limi
 	}
 	return as, nil
 }
+
+// Queued returns the ids of builds still waiting to run, oldest first (at most 1000).
+func (s *Deployments) Queued(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Model(&Build{}).Where("status = ?", BuildQueued).Order("created_at").Limit(1000).Pluck("id", &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("list queued builds: %w", err)
+	}
+	return ids, nil
+}

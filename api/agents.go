@@ -1,0 +1,110 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"svc/registry"
+)
+
+type createAgentRequest struct {
+	Name string `json:"name"`
+	Slug string `json:"slug,omitempty" doc:"DNS label of at most 40 characters [a-z0-9-]; derived from name when absent"`
+}
+
+type agentResponse struct {
+	AgentID   string           `json:"agentId"`
+	Slug      string           `json:"slug"`
+	Name      string           `json:"name"`
+	URL       string           `json:"url" doc:"persistent URL of the active production deployment"`
+	CreatedAt time.Time        `json:"createdAt"`
+	Source    *sourceResponse  `json:"source" doc:"null until a source is connected"`
+	Settings  settingsResponse `json:"settings"`
+}
+
+type agentListResponse struct {
+	Agents []agentResponse `json:"agents"`
+}
+
+// createAgent: POST /api/agents.
+func (a *API) createAgent(c *gin.Context) error {
+	var req createAgentRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if p := principalOf(c); p.AgentID != "" {
+		return Errorf(CodeForbidden, "a token bound to an agent cannot create agents")
+	}
+	ag, err := a.agents.Create(c.Request.Context(), req.Name, req.Slug)
+	if err != nil {
+		return err
+	}
+	resp, err := a.agentResponse(c.Request.Context(), ag)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusCreated, resp)
+}
+
+// listAgents: GET /api/agents. A bound token sees only its own agent.
+func (a *API) listAgents(c *gin.Context) error {
+	var agents []registry.Agent
+	if p := principalOf(c); p.AgentID != "" {
+		ag, err := a.agents.Get(c.Request.Context(), p.AgentID)
+		if err != nil && !errors.Is(err, registry.ErrAgentNotFound) {
+			return err
+		}
+		if err == nil {
+			agents = append(agents, ag)
+		}
+	} else {
+		var err error
+		if agents, err = a.agents.List(c.Request.Context()); err != nil {
+			return err
+		}
+	}
+	out := agentListResponse{Agents: make([]agentResponse, 0, len(agents))}
+	for _, ag := range agents {
+		resp, err := a.agentResponse(c.Request.Context(), ag)
+		if err != nil {
+			return err
+		}
+		out.Agents = append(out.Agents, resp)
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// getAgent: GET /api/agents/{id}.
+func (a *API) getAgent(c *gin.Context) error {
+	resp, err := a.agentResponse(c.Request.Context(), agentOf(c))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// agentResponse assembles an agent with its source and settings.
+func (a *API) agentResponse(ctx context.Context, ag registry.Agent) (agentResponse, error) {
+	resp := agentResponse{AgentID: ag.ID, Slug: ag.Slug, Name: ag.Name, URL: a.agentURL(ag.Slug), CreatedAt: ag.CreatedAt}
+	src, err := a.sources.Get(ctx, ag.ID)
+	switch {
+	case err == nil:
+		s := toSourceResponse(src)
+		resp.Source = &s
+	case !errors.Is(err, registry.ErrSourceNotFound):
+		return agentResponse{}, err
+	}
+	st, err := a.settings.Get(ctx, ag.ID)
+	if err != nil {
+		return agentResponse{}, err
+	}
+	resp.Settings = toSettingsResponse(st)
+	return resp, nil
+}
+
+// actor names the caller in records (the token id, never its value).
+func actor(c *gin.Context) string { return principalOf(c).TokenID }

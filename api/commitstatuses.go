@@ -1,0 +1,45 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"svc/registry"
+)
+
+type commitStatusRequest struct {
+	Commit      string               `json:"commit" doc:"full commit SHA (40 or 64 hex digits)"`
+	Context     string               `json:"context,omitempty" doc:"svc/evals when absent"`
+	State       registry.CommitState `json:"state" enum:"pending,success,failure,error"`
+	Description string               `json:"description,omitempty"`
+}
+
+type commitStatusResponse struct {
+	Commit      string               `json:"commit"`
+	Context     string               `json:"context"`
+	State       registry.CommitState `json:"state" enum:"pending,success,failure,error"`
+	Description string               `json:"description"`
+	CreatedAt   time.Time            `json:"createdAt"`
+}
+
+// addCommitStatus: POST /api/agents/{id}/commit-statuses.
+func (a *API) addCommitStatus(c *gin.Context) error {
+	var req commitStatusRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if req.Context == "" {
+		req.Context = registry.EvalsContext
+	}
+	st, err := a.commitStatuses.Add(c.Request.Context(), registry.CommitStatus{
+		AgentID: agentOf(c).ID, Commit: req.Commit, Context: req.Context, State: req.State, Description: req.Description,
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusCreated, commitStatusResponse{
+		Commit: st.Commit, Context: st.Context, State: st.State, Description: st.Description, CreatedAt: st.CreatedAt,
+	})
+}

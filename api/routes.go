@@ -1,0 +1,76 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+
+	"svc/auth"
+)
+
+// routeTable is every route of the platform API. To add routes, write a method returning
+// []Route in a new file and append its result here; New registers them all and the OpenAPI
+// document lists them (openapi_test.go fails when gin and the document disagree).
+func (a *API) routeTable() []Route {
+	return slices.Concat(
+		a.systemRoutes(),
+		a.tokenRoutes(),
+		a.agentRoutes(),
+	)
+}
+
+// systemRoutes are the public routes: health, metrics and the OpenAPI document.
+func (a *API) systemRoutes() []Route {
+	return []Route{
+		{Method: http.MethodGet, Path: "/health", Summary: "Health of the platform API and its database",
+			Response: healthResponse{}, Errors: []ErrorCode{CodeUnavailable}, Handle: a.health},
+		{Method: http.MethodGet, Path: "/metrics", Summary: "Prometheus metrics",
+			ResponseType: "text/plain", Handle: a.serveMetrics},
+		{Method: http.MethodGet, Path: "/api/openapi.json", Summary: "This OpenAPI 3.1 document",
+			ResponseType: "application/json", Handle: a.serveOpenAPI},
+	}
+}
+
+// tokenRoutes manage automation tokens.
+func (a *API) tokenRoutes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/api/tokens", Need: auth.Admin, Summary: "Create an automation token (the value is shown once)",
+			Request: createTokenRequest{}, Status: http.StatusCreated, Response: createTokenResponse{}, Handle: a.createToken},
+		{Method: http.MethodDelete, Path: "/api/tokens/:tokenId", Need: auth.Admin, Summary: "Revoke an automation token at once",
+			Status: http.StatusNoContent, Handle: a.revokeToken},
+	}
+}
+
+// agentRoutes are the agent and its setup: source, source versions, keys, secrets, settings,
+// commit statuses and runtime tokens.
+func (a *API) agentRoutes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/api/agents", Need: auth.Admin, Summary: "Create an agent",
+			Request: createAgentRequest{}, Status: http.StatusCreated, Response: agentResponse{}, Errors: []ErrorCode{CodeConflict}, Handle: a.createAgent},
+		{Method: http.MethodGet, Path: "/api/agents", Need: auth.Observer, Summary: "List agents (a bound token sees its own)",
+			Response: agentListResponse{}, Handle: a.listAgents},
+		{Method: http.MethodGet, Path: "/api/agents/:id", Need: auth.Observer, Agent: true, Summary: "Get an agent with its source and settings",
+			Response: agentResponse{}, Handle: a.getAgent},
+		{Method: http.MethodPut, Path: "/api/agents/:id/source", Need: auth.Admin, Agent: true, Summary: "Connect a git repository or hosted source",
+			Request: putSourceRequest{}, Response: sourceResponse{}, Handle: a.putSource},
+		{Method: http.MethodPost, Path: "/api/agents/:id/source-versions", Need: auth.Operator, Agent: true,
+			Summary: "Upload a source tree (tar.gz, or JSON files); validated, then stored",
+			Request: sourceFilesRequest{}, RequestTypes: []string{"application/gzip"},
+			Status: http.StatusCreated, Response: sourceVersionResponse{}, Errors: []ErrorCode{CodeInvalidSource}, Handle: a.createSourceVersion},
+		{Method: http.MethodPost, Path: "/api/agents/:id/api-keys", Need: auth.Admin, Agent: true, Summary: "Create an agent API key (the value is shown once)",
+			Request: createAPIKeyRequest{}, Status: http.StatusCreated, Response: createAPIKeyResponse{}, Handle: a.createAPIKey},
+		{Method: http.MethodPut, Path: "/api/agents/:id/secrets/:name", Need: auth.Admin, Agent: true, Summary: "Set a secret (never readable back)",
+			Request: putSecretRequest{}, Status: http.StatusNoContent, Handle: a.putSecret},
+		{Method: http.MethodGet, Path: "/api/agents/:id/deploy-settings", Need: auth.Observer, Agent: true, Summary: "Get deploy settings",
+			Response: settingsResponse{}, Handle: a.getSettings},
+		{Method: http.MethodPut, Path: "/api/agents/:id/deploy-settings", Need: auth.Operator, Agent: true, Summary: "Change any subset of the deploy settings",
+			Request: putSettingsRequest{}, Response: settingsResponse{}, Handle: a.putSettings},
+		{Method: http.MethodGet, Path: "/api/agents/:id/settings", Need: auth.Observer, Agent: true, Summary: "Get deploy settings (alias of deploy-settings)",
+			Response: settingsResponse{}, Handle: a.getSettings},
+		{Method: http.MethodPut, Path: "/api/agents/:id/settings", Need: auth.Operator, Agent: true, Summary: "Change deploy settings (alias of deploy-settings)",
+			Request: putSettingsRequest{}, Response: settingsResponse{}, Handle: a.putSettings},
+		{Method: http.MethodPost, Path: "/api/agents/:id/commit-statuses", Need: auth.Operator, Agent: true, Summary: "Report a commit status",
+			Request: commitStatusRequest{}, Status: http.StatusCreated, Response: commitStatusResponse{}, Handle: a.addCommitStatus},
+		{Method: http.MethodPost, Path: "/api/agents/:id/tokens", Need: auth.Operator, Agent: true, Summary: "Mint a runtime token for chatting with the agent",
+			Request: runtimeTokenRequest{}, Status: http.StatusCreated, Response: runtimeTokenResponse{}, Handle: a.mintRuntimeToken},
+	}
+}

@@ -1,0 +1,118 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+
+	"svc/auth"
+	"svc/registry"
+)
+
+// Limits of names and claims given to the token routes.
+const (
+	maxNameLen  = 100 // characters of a token or API key name
+	maxClaimLen = 256 // bytes of a runtime token's scope_id or user_id
+)
+
+type createTokenRequest struct {
+	Name    string    `json:"name" doc:"what the token is for"`
+	Kind    auth.Kind `json:"kind" enum:"observer,operator,admin"`
+	AgentID string    `json:"agentId,omitempty" doc:"bind the token to this agent"`
+}
+
+type createTokenResponse struct {
+	ID      string    `json:"id"`
+	Token   string    `json:"token" doc:"the pk_ value, shown only in this response"`
+	Name    string    `json:"name"`
+	Kind    auth.Kind `json:"kind" enum:"observer,operator,admin"`
+	AgentID *string   `json:"agentId" doc:"the bound agent, null when unbound"`
+}
+
+// createToken: POST /api/tokens. A bound admin may mint only tokens bound to its own agent.
+func (a *API) createToken(c *gin.Context) error {
+	var req createTokenRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if err := validateName("name", req.Name); err != nil {
+		return err
+	}
+	switch {
+	case req.Kind == "":
+		return InvalidField("kind", "is required (observer, operator or admin)")
+	case !req.Kind.Valid():
+		return InvalidField("kind", "must be observer, operator or admin")
+	}
+	if p := principalOf(c); p.AgentID != "" && req.AgentID != p.AgentID {
+		return Errorf(CodeForbidden, "a token bound to an agent may only create tokens bound to the same agent")
+	}
+	if req.AgentID != "" {
+		if _, err := a.agents.Get(c.Request.Context(), req.AgentID); errors.Is(err, registry.ErrAgentNotFound) {
+			return InvalidField("agentId", "no agent has this id")
+		} else if err != nil {
+			return err
+		}
+	}
+	t, value, err := a.deps.Tokens.Create(c.Request.Context(), req.Name, req.Kind, req.AgentID)
+	if err != nil {
+		return err
+	}
+	resp := createTokenResponse{ID: t.ID, Token: value, Name: t.Name, Kind: t.Kind}
+	if t.AgentID != "" {
+		resp.AgentID = &t.AgentID
+	}
+	return writeJSON(c, http.StatusCreated, resp)
+}
+
+// revokeToken: DELETE /api/tokens/{tokenId}. A bound admin may revoke only tokens bound to its
+// agent; any other token is NOT_FOUND to it, as another tenant's object.
+func (a *API) revokeToken(c *gin.Context) error {
+	id := c.Param("tokenId")
+	if p := principalOf(c); p.AgentID != "" {
+		var t auth.Token
+		err := a.deps.DB.WithContext(c.Request.Context()).Select("agent_id").Where("id = ?", id).Take(&t).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) || err == nil && t.AgentID != p.AgentID {
+			return Errorf(CodeNotFound, "token not found")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := a.deps.Tokens.Revoke(c.Request.Context(), id); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// validateName checks a required display name: 1 to maxNameLen characters, no control characters.
+func validateName(field, name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return InvalidField(field, "is required")
+	case !utf8.ValidString(name):
+		return InvalidField(field, "is not valid UTF-8")
+	case utf8.RuneCountInString(name) > maxNameLen:
+		return InvalidField(field, "is longer than %d characters", maxNameLen)
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return InvalidField(field, "contains a control character")
+	}
+	return nil
+}
+
+// validateClaim checks an optional runtime token claim.
+func validateClaim(field, v string) error {
+	switch {
+	case len(v) > maxClaimLen:
+		return InvalidField(field, "is longer than %d bytes", maxClaimLen)
+	case !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return InvalidField(field, "contains a control character or invalid UTF-8")
+	}
+	return nil
+}
