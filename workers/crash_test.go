@@ -1,0 +1,217 @@
+package workers_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"svc/migrations"
+	"svc/migrations/dbtest"
+	"svc/registry"
+	"svc/registry/fsobjects"
+	"svc/webhook"
+	"svc/workers"
+	"svc/workers/dbqueue"
+)
+
+// The crash child: a worker process that picks up the build and is killed in the middle of it.
+const (
+	envCrashChild   = "SVC_TEST_CRASH_CHILD"
+	envCrashDB      = "SVC_TEST_CRASH_DB"
+	envCrashObjects = "SVC_TEST_CRASH_OBJECTS"
+)
+
+// TestMain lets the test binary act as the crashing worker process.
+func TestMain(m *testing.M) {
+	if os.Getenv(envCrashChild) == "1" {
+		crashChild()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func crashChild() {
+	ctx := context.Background()
+	db, err := migrations.Open(ctx, os.Getenv(envCrashDB))
+	if err != nil {
+		panic(err)
+	}
+	objects, err := fsobjects.New(os.Getenv(envCrashObjects))
+	if err != nil {
+		panic(err)
+	}
+	p := pipelineOn(db, registry.Checked(objects))
+	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 10 * time.Millisecond, Lease: time.Second})
+	if err != nil {
+		panic(err)
+	}
+	p.Queue = q
+	mux := workers.NewServeMux()
+	mux.Handle(workers.TaskBuild, p)
+	_ = q.Run(ctx, mux) // runs until the parent kills this process
+}
+
+func pipelineOn(db *gorm.DB, objects registry.Objects) *workers.Pipeline {
+	cipher, err := registry.NewCipher([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		panic(err)
+	}
+	return &workers.Pipeline{
+		Deployments: registry.NewDeployments(db), Logs: registry.NewBuildLogs(db), Objects: objects,
+		Sources: &workers.RegistrySources{
+			Agents: registry.NewAgents(db), Sources: registry.NewSources(db, cipher, webhook.NormalizeRepoURL),
+			Settings: registry.NewSettings(db), Secrets: registry.NewSecrets(db, cipher),
+			SourceVersions: registry.NewSourceVersions(db, objects), Pushes: registry.NewPushes(db),
+		},
+	}
+}
+
+// TestBuildSurvivesWorkerCrash kills a worker process (SIGKILL) while it fetches a build's
+// source; another worker takes the build over once the lease expires, and the build ends once.
+func TestBuildSurvivesWorkerCrash(t *testing.T) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
+			dbURL := "sqlite:" + filepath.Join(t.TempDir(), "svc.db")
+			if dialect == "postgres" {
+				dbURL = dbtest.PostgresURL(t)
+			}
+			testCrash(t, dbURL)
+		})
+	}
+}
+
+func testCrash(t *testing.T, dbURL string) {
+	ctx := context.Background()
+	db, err := migrations.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	objDir := t.TempDir()
+	objects, err := fsobjects.New(objDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pipelineOn(db, registry.Checked(objects))
+
+	// A git server that holds the first fetch once stall is set, until release is closed.
+	root := t.TempDir()
+	_, commit := gitRepo(t, filepath.Join(root, "repo"), fixture("hello"))
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatalf("git is required: %v", err)
+	}
+	backend := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	var stall atomic.Bool
+	held := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stall.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-release
+			http.Error(w, "gone", http.StatusServiceUnavailable)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer close(release)
+
+	a, err := registry.NewAgents(db).Create(ctx, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cipher, _ := registry.NewCipher([]byte(strings.Repeat("k", 32)))
+	if _, err := registry.NewSources(db, cipher, webhook.NormalizeRepoURL).Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: srv.URL + "/repo"}); err != nil {
+		t.Fatal(err)
+	}
+	// Enqueue through a queue that nobody runs here yet.
+	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 10 * time.Millisecond, Lease: time.Second, RetryBase: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Queue = q
+	rd, err := p.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Environment: "preview-main", Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. The child worker claims the build and stalls in the fetch; kill it there.
+	stall.Store(true)
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), envCrashChild+"=1", envCrashDB+"="+dbURL, envCrashObjects+"="+objDir)
+	child.Stdout, child.Stderr = os.Stderr, os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		t.Fatal("the child worker never fetched")
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait() // killed: its exit status is the signal
+	b, err := p.Deployments.GetBuild(ctx, rd.BuildID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Status != registry.BuildRunning || b.Attempts != 1 {
+		t.Fatalf("after the crash: build = %+v, want running, attempt 1", b)
+	}
+
+	// 2. A new worker takes over after the lease and finishes the build, once.
+	mux := workers.NewServeMux()
+	mux.Handle(workers.TaskBuild, p)
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = q.Run(runCtx, mux) })
+	defer func() { cancel(); wg.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	var d registry.Deployment
+	for time.Now().Before(deadline) {
+		if d, err = p.Deployments.Get(ctx, rd.DeployID); err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == registry.StatusReady || d.Status == registry.StatusFailed {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !d.Serving() || d.CommitSHA != commit {
+		t.Fatalf("deployment after takeover = %+v", d)
+	}
+	b, err = p.Deployments.GetBuild(ctx, rd.BuildID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Status != registry.BuildSucceeded || b.Attempts != 2 {
+		t.Fatalf("build = %+v, want succeeded after 2 attempts", b)
+	}
+	acts, err := p.Deployments.Activations(ctx, a.ID, "preview-main", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts) != 1 || acts[0].ToDeployID != d.ID {
+		t.Fatalf("activations = %+v, want exactly one, of %s", acts, d.ID)
+	}
+}

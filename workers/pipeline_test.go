@@ -1,0 +1,340 @@
+package workers_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"gorm.io/gorm"
+
+	"svc/builder"
+	"svc/migrations/dbtest"
+	"svc/registry"
+	"svc/registry/fsobjects"
+	"svc/webhook"
+	"svc/workers"
+	"svc/workers/dbqueue"
+)
+
+// fixture is the path of a shared example agent tree.
+func fixture(name string) string { return filepath.Join("..", "..", "shared", "fixtures", "agents", name) }
+
+// gitRepo makes a real repository at dir from a fixture tree, committed on main, and returns the commit.
+func gitRepo(t *testing.T, dir, tree string) (*git.Repository, string) {
+	t.Helper()
+	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo, commitTree(t, repo, dir, tree, "initial")
+}
+
+// commitTree replaces the work tree's files with tree's and commits them.
+func commitTree(t *testing.T, repo *git.Repository, dir, tree, msg string) string {
+	t.Helper()
+	err := filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(tree, p)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := wt.Commit(msg, &git.CommitOptions{AllowEmptyCommits: true, Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Unix(1700000000, 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.String()
+}
+
+type env struct {
+	db       *gorm.DB
+	pipeline *workers.Pipeline
+	deps     *registry.Deployments
+	logs     *registry.BuildLogs
+	agents   *registry.Agents
+	sources  *registry.Sources
+	settings *registry.Settings
+	objects  registry.Objects
+}
+
+// newEnv wires a pipeline on db with the in-process queue running until the test ends.
+func newEnv(t *testing.T, db *gorm.DB) *env {
+	t.Helper()
+	objects, err := fsobjects.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cipher, err := registry.NewCipher([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{
+		db: db, deps: registry.NewDeployments(db), logs: registry.NewBuildLogs(db), agents: registry.NewAgents(db),
+		sources: registry.NewSources(db, cipher, webhook.NormalizeRepoURL), settings: registry.NewSettings(db), objects: registry.Checked(objects),
+	}
+	e.pipeline = &workers.Pipeline{
+		Deployments: e.deps, Logs: e.logs, Objects: e.objects,
+		Sources: &workers.RegistrySources{
+			Agents: e.agents, Sources: e.sources, Settings: e.settings, Secrets: registry.NewSecrets(db, cipher),
+			SourceVersions: registry.NewSourceVersions(db, e.objects), Pushes: registry.NewPushes(db),
+		},
+	}
+	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: e.pipeline.OnFailure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.pipeline.Queue = q
+	mux := workers.NewServeMux()
+	mux.Handle(workers.TaskBuild, e.pipeline)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := q.Run(ctx, mux); err != nil {
+			t.Errorf("queue run: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return e
+}
+
+// wait polls the deployment until its build finished.
+func (e *env) wait(t *testing.T, deployID string) registry.Deployment {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		d, err := e.deps.Get(context.Background(), deployID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == registry.StatusReady || d.Status == registry.StatusFailed {
+			return d
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("deployment %s did not finish", deployID)
+	return registry.Deployment{}
+}
+
+func (e *env) logText(t *testing.T, buildID string) string {
+	t.Helper()
+	lines, err := e.logs.After(context.Background(), buildID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.Line + "\n")
+	}
+	return b.String()
+}
+
+func push(branch, commit string) webhook.Push {
+	return webhook.Push{Ref: "refs/heads/" + branch, Branch: branch, After: commit}
+}
+
+func TestPushBuildsAndActivates(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		e := newEnv(t, db)
+		dir := t.TempDir()
+		repo, c1 := gitRepo(t, dir, fixture("support-desk"))
+		a, err := e.agents.Create(ctx, "Support Desk", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
+			t.Fatal(err)
+		}
+
+		// autoDeploy off: the push is recorded, nothing built.
+		out, err := e.pipeline.Push(ctx, a.ID, push("main", c1))
+		if err != nil || out.Action != "recorded" || out.Environment != "production" {
+			t.Fatalf("push with autoDeploy off = %+v, %v", out, err)
+		}
+		on := true
+		if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoDeploy: &on}); err != nil {
+			t.Fatal(err)
+		}
+
+		// A push to a feature branch builds preview-<branch> and activates it.
+		wt, _ := repo.Worktree()
+		if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("feature/x"), Create: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "NOTES.md"), []byte("feature\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c2 := commitTree(t, repo, dir, t.TempDir(), "feature")
+		out, err = e.pipeline.Push(ctx, a.ID, push("feature/x", c2))
+		if err != nil || out.Action != "build" || out.Environment != "preview-feature/x" {
+			t.Fatalf("feature push = %+v, %v", out, err)
+		}
+		// The same push again while it builds, or after: nothing built.
+		again, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c2))
+		if err != nil || again.Action != "skipped" || again.BuildID != out.BuildID {
+			t.Fatalf("duplicate push = %+v, %v", again, err)
+		}
+		d := e.wait(t, out.DeployID)
+		if !d.Serving() || d.BundleKey == "" || d.CommitSHA != c2 {
+			t.Fatalf("preview deployment = %+v\nlog:\n%s", d, e.logText(t, out.BuildID))
+		}
+		if _, err := e.objects.Stat(ctx, d.BundleKey); err != nil {
+			t.Fatalf("bundle: %v", err)
+		}
+		b, err := builder.OpenBundle(ctx, e.objects, d.BundleKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Manifest.Commit != c2 {
+			t.Fatalf("manifest commit = %q, want %q", b.Manifest.Commit, c2)
+		}
+		after, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c2))
+		if err != nil || after.Action != "skipped" || after.Reason != "already-built" {
+			t.Fatalf("push of built commit = %+v, %v", after, err)
+		}
+
+		// Production without autoPromoteProduction: ready, not active.
+		out, err = e.pipeline.Push(ctx, a.ID, push("main", c1))
+		if err != nil || out.Action != "build" || out.Environment != "production" {
+			t.Fatalf("main push = %+v, %v", out, err)
+		}
+		if d := e.wait(t, out.DeployID); d.Status != registry.StatusReady || d.IsActive {
+			t.Fatalf("production without autoPromote = %+v", d)
+		}
+		// With autoPromoteProduction: a redeploy of main becomes active.
+		if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoPromoteProduction: &on}); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID})
+		if err != nil || rd.Reused {
+			t.Fatalf("redeploy = %+v, %v", rd, err)
+		}
+		if d := e.wait(t, rd.DeployID); !d.Serving() || d.CommitSHA != c1 {
+			t.Fatalf("production with autoPromote = %+v", d)
+		}
+		// reuseBuild returns the newest good build of the same commit.
+		reused, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, ReuseBuild: true})
+		if err != nil || !reused.Reused || reused.DeployID != rd.DeployID {
+			t.Fatalf("reuseBuild redeploy = %+v, %v", reused, err)
+		}
+		// ci.deploy.branches of support-desk allow main, release/* and feature/*: others are filtered.
+		if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("chore"), Create: true}); err != nil {
+			t.Fatal(err)
+		}
+		c3 := commitTree(t, repo, dir, t.TempDir(), "chore")
+		out, err = e.pipeline.Push(ctx, a.ID, push("chore", c3))
+		if err != nil || out.Action != "skipped" || out.Reason != "branch-filtered" {
+			t.Fatalf("filtered push = %+v, %v", out, err)
+		}
+		// Tags and deletions are skipped.
+		if out, _ := e.pipeline.Push(ctx, a.ID, webhook.Push{Ref: "refs/tags/v1", Tag: "v1", After: c1}); out.Action != "skipped" {
+			t.Fatalf("tag push = %+v", out)
+		}
+		if out, _ := e.pipeline.Push(ctx, a.ID, webhook.Push{Ref: "refs/heads/old", Branch: "old", Deleted: true}); out.Action != "skipped" {
+			t.Fatalf("delete push = %+v", out)
+		}
+	})
+}
+
+func TestBrokenBuildFailsWithEveryProblem(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db)
+	dir := t.TempDir()
+	_, c1 := gitRepo(t, dir, fixture("broken"))
+	a, err := e.agents.Create(ctx, "broken", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir}); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.wait(t, rd.DeployID)
+	if d.Status != registry.StatusFailed || d.BundleKey != "" {
+		t.Fatalf("broken deployment = %+v", d)
+	}
+	b, err := e.deps.GetBuild(ctx, rd.BuildID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := e.logText(t, rd.BuildID)
+	for _, want := range []string{
+		"svc.json", "colour", "version", "no_such_tool", "missing-skill", "nope", "ghost",
+		"svc/skills/x/SKILL.md", "undeclared_child", "nobody", "svc/tools/bad/handler.ts:2",
+	} {
+		if !strings.Contains(log, want) || !strings.Contains(b.Error, want) {
+			t.Errorf("build log and error must name %q\nlog:\n%s\nerror: %s", want, log, b.Error)
+		}
+	}
+	if b.CommitSHA != c1 || b.Status != registry.BuildFailed {
+		t.Errorf("build = %+v", b)
+	}
+	list, err := e.objects.List(ctx, "bundles/")
+	if err != nil || len(list) != 0 {
+		t.Errorf("a failed build left bundles: %v, %v", list, err)
+	}
+	if _, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "nope"}); !errors.Is(err, workers.ErrBranchAbsent) {
+		t.Errorf("redeploy of a missing branch: %v", err)
+	}
+}
+
+func TestRecoverEnqueuesOrphanedBuilds(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db)
+	dir := t.TempDir()
+	_, c1 := gitRepo(t, dir, fixture("hello"))
+	a, err := e.agents.Create(ctx, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir}); err != nil {
+		t.Fatal(err)
+	}
+	// A build recorded by a process that died before enqueueing it.
+	st, err := e.deps.StartBuild(ctx, registry.BuildRequest{AgentID: a.ID, Environment: "preview-main", Branch: "main", Commit: c1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.pipeline.Recover(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v; want 1", n, err)
+	}
+	if d := e.wait(t, st.Deployment.ID); !d.Serving() {
+		t.Fatalf("recovered build's deployment = %+v", d)
+	}
+	if n, err := e.pipeline.Recover(ctx); err != nil || n != 0 {
+		t.Fatalf("second Recover = %d, %v; want 0", n, err)
+	}
+}
