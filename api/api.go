@@ -16,6 +16,7 @@ import (
 	"svc/auth"
 	"svc/registry"
 	"svc/webhook"
+	"svc/workers"
 )
 
 // DefaultAppsDomain is the apps domain when Deps.AppsDomain is empty (CONTRACT §1).
@@ -46,6 +47,10 @@ type Deps struct {
 	// prometheus.Gatherer (a *prometheus.Registry is both), what /metrics serves. When nil a
 	// private registry with the Go runtime collector is made.
 	Metrics prometheus.Registerer
+	// Pipeline decides and runs builds (redeploys, webhooks). Required.
+	Pipeline *workers.Pipeline
+	// Runtimes, when set, lets the process that holds a runtime drop it when it is stopped.
+	Runtimes RuntimeControl
 }
 
 // API is the platform HTTP API. Build it with New, add routes with Handle before serving, and
@@ -63,6 +68,8 @@ type API struct {
 	secrets        *registry.Secrets
 	sourceVersions *registry.SourceVersions
 	commitStatuses *registry.CommitStatuses
+	deployments    *registry.Deployments
+	buildLogStore  *registry.BuildLogs
 }
 
 // HandlerFunc is a platform handler: parse (bindJSON), call the domain with c.Request.Context(),
@@ -112,6 +119,8 @@ func New(deps Deps) (*API, error) {
 		return nil, errors.New("api: Deps.DB is required")
 	case deps.Objects == nil:
 		return nil, errors.New("api: Deps.Objects is required")
+	case deps.Pipeline == nil:
+		return nil, errors.New("api: Deps.Pipeline is required")
 	case deps.Tokens == nil || deps.APIKeys == nil || deps.Signer == nil:
 		return nil, errors.New("api: Deps.Tokens, Deps.APIKeys and Deps.Signer are required")
 	}
@@ -134,6 +143,8 @@ func New(deps Deps) (*API, error) {
 		secrets:        registry.NewSecrets(deps.DB, cipher),
 		sourceVersions: registry.NewSourceVersions(deps.DB, deps.Objects),
 		commitStatuses: registry.NewCommitStatuses(deps.DB),
+		deployments:    deps.Pipeline.Deployments,
+		buildLogStore:  deps.Pipeline.Logs,
 	}
 	if err := a.setupMetrics(deps.Metrics); err != nil {
 		return nil, err

@@ -29,7 +29,10 @@ type routeCase struct {
 	need         auth.Kind
 	agent        bool // acts on the agent in the path
 	ok           int
-	call         func() request
+	// boundOther, when set, is what a token bound to another agent gets: routes that find their
+	// agent through a deployment or build answer 404 (no probing), body-named agents 403.
+	boundOther int
+	call       func() request
 }
 
 func TestRouteTokenKindTable(t *testing.T) {
@@ -91,7 +94,7 @@ func TestRouteTokenKindTable(t *testing.T) {
 			{method: "GET", path: "/api/agents", need: auth.Observer, ok: 200, call: json("GET", "/api/agents", nil)},
 			{method: "GET", path: "/api/agents/:id", need: auth.Observer, agent: true, ok: 200, call: json("GET", a, nil)},
 			{method: "PUT", path: "/api/agents/:id/source", need: auth.Admin, agent: true, ok: 200,
-				call: json("PUT", a+"/source", map[string]any{"type": "git", "url": "https://github.com/acme/a.git"})},
+				call: json("PUT", a+"/source", map[string]any{"type": "hosted"})},
 			{method: "POST", path: "/api/agents/:id/source-versions", need: auth.Operator, agent: true, ok: 201,
 				call: json("POST", a+"/source-versions", map[string]any{"files": hello})},
 			{method: "POST", path: "/api/agents/:id/api-keys", need: auth.Admin, agent: true, ok: 201,
@@ -109,6 +112,7 @@ func TestRouteTokenKindTable(t *testing.T) {
 			{method: "POST", path: "/api/agents/:id/tokens", need: auth.Operator, agent: true, ok: 201,
 				call: json("POST", a+"/tokens", map[string]any{"ttl": 600})},
 		}
+		rows = append(rows, deploymentRows(t, h, agentA)...)
 
 		// Every route is in the table, and nothing else.
 		var registered, tested []string
@@ -135,7 +139,7 @@ func TestRouteTokenKindTable(t *testing.T) {
 					continue
 				}
 				if want >= 400 {
-					wantCode := map[int]string{401: "UNAUTHENTICATED", 403: "FORBIDDEN"}[want]
+					wantCode := map[int]string{401: "UNAUTHENTICATED", 403: "FORBIDDEN", 404: "NOT_FOUND"}[want]
 					if e := errorOf(t, rec); e.Error.Code != wantCode {
 						t.Errorf("%s %s as %s: code %s, want %s", row.method, row.path, c.name, e.Error.Code, wantCode)
 					}
@@ -175,6 +179,8 @@ func expectedStatus(row routeCase, c caller) int {
 		return http.StatusUnauthorized
 	case !c.kind.Allows(row.need):
 		return http.StatusForbidden
+	case row.boundOther != 0 && c.bound == "other":
+		return row.boundOther
 	case row.agent && c.bound == "other":
 		return http.StatusForbidden
 	case row.method == "POST" && row.path == "/api/agents" && c.bound != "":

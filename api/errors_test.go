@@ -96,13 +96,14 @@ func TestNewValidatesDeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objects := newHarness(t, db).objects
-	good := api.Deps{DB: db, Objects: objects, Tokens: auth.NewTokens(db), APIKeys: auth.NewAPIKeys(db), Signer: signer, SecretKey: []byte(strings.Repeat("s", 32))}
+	h := newHarness(t, db)
+	good := api.Deps{DB: db, Objects: h.objects, Tokens: auth.NewTokens(db), APIKeys: auth.NewAPIKeys(db), Signer: signer, SecretKey: []byte(strings.Repeat("s", 32)), Pipeline: h.pipeline}
 	if _, err := api.New(good); err != nil {
 		t.Fatalf("New(good deps) = %v", err)
 	}
 	for name, mod := range map[string]func(*api.Deps){
 		"no DB":         func(d *api.Deps) { d.DB = nil },
+		"no pipeline":   func(d *api.Deps) { d.Pipeline = nil },
 		"no objects":    func(d *api.Deps) { d.Objects = nil },
 		"no tokens":     func(d *api.Deps) { d.Tokens = nil },
 		"short key":     func(d *api.Deps) { d.SecretKey = d.SecretKey[:31] },

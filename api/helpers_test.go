@@ -26,7 +26,43 @@ import (
 	"svc/auth"
 	"svc/registry"
 	"svc/registry/fsobjects"
+	"svc/webhook"
+	"svc/workers"
+	"svc/workers/dbqueue"
 )
+
+// newPipeline is the build pipeline of the harness, its in-process queue running until t ends.
+func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey []byte) *workers.Pipeline {
+	t.Helper()
+	cipher, err := registry.NewCipher(secretKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &workers.Pipeline{
+		Deployments: registry.NewDeployments(db), Logs: registry.NewBuildLogs(db), Objects: objects,
+		Sources: &workers.RegistrySources{
+			Agents: registry.NewAgents(db), Sources: registry.NewSources(db, cipher, webhook.NormalizeRepoURL),
+			Settings: registry.NewSettings(db), Secrets: registry.NewSecrets(db, cipher),
+			SourceVersions: registry.NewSourceVersions(db, objects), Pushes: registry.NewPushes(db),
+		},
+	}
+	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: p.OnFailure})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Queue = q
+	mux := workers.NewServeMux()
+	mux.Handle(workers.TaskBuild, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := q.Run(ctx, mux); err != nil {
+			t.Errorf("queue: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return p
+}
 
 // fixtures is the shared agent fixtures folder.
 const fixtures = "../../shared/fixtures/agents"
@@ -52,16 +88,17 @@ func (b *syncBuffer) String() string {
 // harness is a platform API over a real database and filesystem object store, with every log
 // line and response body kept for the no-leak test.
 type harness struct {
-	t       *testing.T
-	db      *gorm.DB
-	api     *api.API
-	handler http.Handler
-	tokens  *auth.Tokens
-	apiKeys *auth.APIKeys
-	signer  *auth.Signer
-	objects registry.Objects
-	logs    *syncBuffer
-	metrics *prometheus.Registry
+	t        *testing.T
+	db       *gorm.DB
+	api      *api.API
+	handler  http.Handler
+	tokens   *auth.Tokens
+	apiKeys  *auth.APIKeys
+	signer   *auth.Signer
+	objects  registry.Objects
+	logs     *syncBuffer
+	metrics  *prometheus.Registry
+	pipeline *workers.Pipeline
 
 	mu     sync.Mutex
 	bodies []string
@@ -83,8 +120,9 @@ func newHarness(t *testing.T, db *gorm.DB) *harness {
 		t: t, db: db, tokens: auth.NewTokens(db), apiKeys: auth.NewAPIKeys(db), signer: signer,
 		objects: registry.Checked(objects), logs: &syncBuffer{}, metrics: prometheus.NewRegistry(),
 	}
+	h.pipeline = newPipeline(t, db, h.objects, bytes.Repeat([]byte("s"), 32))
 	a, err := api.New(api.Deps{
-		DB: db, Objects: objects, Tokens: h.tokens, APIKeys: h.apiKeys, Signer: signer,
+		DB: db, Objects: objects, Tokens: h.tokens, APIKeys: h.apiKeys, Signer: signer, Pipeline: h.pipeline,
 		SecretKey: bytes.Repeat([]byte("s"), 32), AppsDomain: "apps.localhost:8080",
 		Logger:  slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics: h.metrics,

@@ -15,6 +15,9 @@ func (a *API) routeTable() []Route {
 		a.systemRoutes(),
 		a.tokenRoutes(),
 		a.agentRoutes(),
+		a.deploymentRoutes(),
+		a.buildRoutes(),
+		a.webhookRoutes(),
 	)
 }
 

@@ -3,8 +3,6 @@ package workers_test
 import (
 	"context"
 	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"svc/builder/gittest"
 	"svc/migrations"
 	"svc/migrations/dbtest"
 	"svc/registry"
@@ -112,26 +111,22 @@ func testCrash(t *testing.T, dbURL string) {
 
 	// A git server that holds the first fetch once stall is set, until release is closed.
 	root := t.TempDir()
-	_, commit := gitRepo(t, filepath.Join(root, "repo"), fixture("hello"))
-	gitBin, err := exec.LookPath("git")
-	if err != nil {
-		t.Fatalf("git is required: %v", err)
-	}
-	backend := &cgi.Handler{Path: gitBin, Args: []string{"http-backend"}, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	_, commit := gittest.Init(t, filepath.Join(root, "repo"), fixture("hello"))
 	var stall atomic.Bool
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if stall.CompareAndSwap(true, false) {
-			held <- struct{}{}
-			<-release
-			http.Error(w, "gone", http.StatusServiceUnavailable)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
 	defer close(release)
+	srv := gittest.HTTPServer(t, root, func(backend http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if stall.CompareAndSwap(true, false) {
+				held <- struct{}{}
+				<-release
+				http.Error(w, "gone", http.StatusServiceUnavailable)
+				return
+			}
+			backend.ServeHTTP(w, r)
+		})
+	})
 
 	a, err := registry.NewAgents(db).Create(ctx, "hello", "")
 	if err != nil {

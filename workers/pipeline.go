@@ -426,17 +426,20 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 
 	// 3. Record the deployment; activate per the environment's rules.
 	activate := b.Environment != registry.Production || src.AutoPromoteProduction
-	d, err := p.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{
+	// The last line goes out before the build is marked finished, so a follower that stops at
+	// the finished status has seen every line.
+	if activate {
+		log("done", fmt.Sprintf("deployment %s ready and active in %s", b.DeployID, b.Environment))
+	} else {
+		log("done", fmt.Sprintf("deployment %s ready, not active (autoPromoteProduction is off): activate it to serve", b.DeployID))
+	}
+	_, err = p.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{
 		Steps: stepsJSON(steps), BundleKey: result.BundleKey, Digest: result.BundleDigest, Activate: activate, Actor: "build",
 	})
 	if errors.Is(err, registry.ErrBuildFinished) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	log("done", fmt.Sprintf("deployment %s ready (active: %v)", d.ID, d.IsActive))
-	return nil
+	return err
 }
 
 func describe(b registry.Build) string {

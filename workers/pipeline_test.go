@@ -3,7 +3,6 @@ package workers_test
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,12 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"gorm.io/gorm"
 
 	"svc/builder"
+	"svc/builder/gittest"
 	"svc/migrations/dbtest"
 	"svc/registry"
 	"svc/registry/fsobjects"
@@ -25,53 +22,7 @@ import (
 	"svc/workers/dbqueue"
 )
 
-// fixture is the path of a shared example agent tree.
-func fixture(name string) string { return filepath.Join("..", "..", "shared", "fixtures", "agents", name) }
-
-// gitRepo makes a real repository at dir from a fixture tree, committed on main, and returns the commit.
-func gitRepo(t *testing.T, dir, tree string) (*git.Repository, string) {
-	t.Helper()
-	repo, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName("main")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return repo, commitTree(t, repo, dir, tree, "initial")
-}
-
-// commitTree replaces the work tree's files with tree's and commits them.
-func commitTree(t *testing.T, repo *git.Repository, dir, tree, msg string) string {
-	t.Helper()
-	err := filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(tree, p)
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wt, err := repo.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := wt.AddWithOptions(&git.AddOptions{All: true}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := wt.Commit(msg, &git.CommitOptions{AllowEmptyCommits: true, Author: &object.Signature{Name: "t", Email: "t@example.com", When: time.Unix(1700000000, 0)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.String()
-}
+func fixture(name string) string { return gittest.Fixture(name) }
 
 type env struct {
 	db       *gorm.DB
@@ -164,7 +115,7 @@ func TestPushBuildsAndActivates(t *testing.T) {
 		ctx := context.Background()
 		e := newEnv(t, db)
 		dir := t.TempDir()
-		repo, c1 := gitRepo(t, dir, fixture("support-desk"))
+		repo, c1 := gittest.Init(t, dir, fixture("support-desk"))
 		a, err := e.agents.Create(ctx, "Support Desk", "")
 		if err != nil {
 			t.Fatal(err)
@@ -184,14 +135,11 @@ func TestPushBuildsAndActivates(t *testing.T) {
 		}
 
 		// A push to a feature branch builds preview-<branch> and activates it.
-		wt, _ := repo.Worktree()
-		if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("feature/x"), Create: true}); err != nil {
-			t.Fatal(err)
-		}
+		repo.Branch(t, "feature/x")
 		if err := os.WriteFile(filepath.Join(dir, "NOTES.md"), []byte("feature\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c2 := commitTree(t, repo, dir, t.TempDir(), "feature")
+		c2 := repo.Commit(t, "", "feature")
 		out, err = e.pipeline.Push(ctx, a.ID, push("feature/x", c2))
 		if err != nil || out.Action != "build" || out.Environment != "preview-feature/x" {
 			t.Fatalf("feature push = %+v, %v", out, err)
@@ -245,10 +193,8 @@ func TestPushBuildsAndActivates(t *testing.T) {
 			t.Fatalf("reuseBuild redeploy = %+v, %v", reused, err)
 		}
 		// ci.deploy.branches of support-desk allow main, release/* and feature/*: others are filtered.
-		if err := wt.Checkout(&git.CheckoutOptions{Branch: plumbing.NewBranchReferenceName("chore"), Create: true}); err != nil {
-			t.Fatal(err)
-		}
-		c3 := commitTree(t, repo, dir, t.TempDir(), "chore")
+		repo.Branch(t, "chore")
+		c3 := repo.Commit(t, "", "chore")
 		out, err = e.pipeline.Push(ctx, a.ID, push("chore", c3))
 		if err != nil || out.Action != "skipped" || out.Reason != "branch-filtered" {
 			t.Fatalf("filtered push = %+v, %v", out, err)
@@ -268,7 +214,7 @@ func TestBrokenBuildFailsWithEveryProblem(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, db)
 	dir := t.TempDir()
-	_, c1 := gitRepo(t, dir, fixture("broken"))
+	_, c1 := gittest.Init(t, dir, fixture("broken"))
 	a, err := e.agents.Create(ctx, "broken", "")
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +260,7 @@ func TestRecoverEnqueuesOrphanedBuilds(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, db)
 	dir := t.TempDir()
-	_, c1 := gitRepo(t, dir, fixture("hello"))
+	_, c1 := gittest.Init(t, dir, fixture("hello"))
 	a, err := e.agents.Create(ctx, "hello", "")
 	if err != nil {
 		t.Fatal(err)

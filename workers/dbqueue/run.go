@@ -53,6 +53,9 @@ func (q *Queue) Run(ctx context.Context, mux *workers.ServeMux) error {
 		return errors.New("dbqueue: Run: nil ServeMux")
 	}
 	if err := q.db.WithContext(ctx).Exec(`SELECT 1 FROM jobs WHERE 1 = 0`).Error; err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop before starting: nothing to do
+		}
 		return fmt.Errorf("dbqueue: jobs table unavailable (are migrations applied?): %w", err)
 	}
 	host, _ := os.Hostname() // the name only labels claims; a missing one is fine

@@ -1,0 +1,398 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+
+	"svc/auth"
+	"svc/builder"
+	"svc/registry"
+	"svc/workers"
+)
+
+// RuntimeControl is told when a deployment's runtime stops, so the process that holds it lets
+// it go at once. Other runner processes see the stop on their next request.
+type RuntimeControl interface {
+	Forget(deployID string)
+}
+
+// deploymentResponse is the deployment record of CONTRACT §3.
+type deploymentResponse struct {
+	DeployID        string     `json:"deployId"`
+	BuildID         string     `json:"buildId"`
+	AgentID         string     `json:"agentId"`
+	Environment     string     `json:"environment"`
+	Commit          string     `json:"commit"`
+	Branch          string     `json:"branch"`
+	SourceVersionID string     `json:"sourceVersionId"`
+	Status          string     `json:"status" enum:"queued,building,ready,failed,cancelled"`
+	IsActive        bool       `json:"isActive"`
+	URL             string     `json:"url" doc:"the URL pinned to this deployment"`
+	Runtime         string     `json:"runtime" enum:"running,stopped"`
+	PromotedFrom    string     `json:"promotedFrom,omitempty"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	ReadyAt         *time.Time `json:"readyAt"`
+	ActivatedAt     *time.Time `json:"activatedAt"`
+	Error           string     `json:"error,omitempty"`
+}
+
+func (a *API) deploymentJSON(d registry.Deployment, slug string) deploymentResponse {
+	runtime := "running"
+	if d.RuntimeStopped {
+		runtime = "stopped"
+	}
+	return deploymentResponse{
+		DeployID: d.ID, BuildID: d.BuildID, AgentID: d.AgentID, Environment: d.Environment, Commit: d.CommitSHA,
+		Branch: d.Branch, SourceVersionID: d.SourceVersionID, Status: d.Status, IsActive: d.IsActive,
+		URL: a.pinnedURL(d.ID, slug), Runtime: runtime, PromotedFrom: d.PromotedFrom,
+		CreatedAt: d.CreatedAt.UTC(), ReadyAt: utcPtr(d.ReadyAt), ActivatedAt: utcPtr(d.ActivatedAt), Error: d.Error,
+	}
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+type redeployRequest struct {
+	AgentID         string `json:"agentId" doc:"required"`
+	Branch          string `json:"branch,omitempty" doc:"git sources: default the source's default branch"`
+	Environment     string `json:"environment,omitempty" doc:"default production"`
+	ReuseBuild      bool   `json:"reuseBuild,omitempty"`
+	SourceVersionID string `json:"sourceVersionId,omitempty" doc:"hosted sources: default the newest"`
+}
+
+type redeployResponse struct {
+	DeployID    string `json:"deployId"`
+	BuildID     string `json:"buildId"`
+	Environment string `json:"environment"`
+	Reused      bool   `json:"reused,omitempty"`
+}
+
+type promoteRequest struct {
+	AgentID         string `json:"agentId"`
+	FromEnvironment string `json:"fromEnvironment"`
+	ToEnvironment   string `json:"toEnvironment,omitempty" doc:"default production"`
+	Force           bool   `json:"force,omitempty" doc:"override the svc/evals commit status"`
+}
+
+type rollbackRequest struct {
+	AgentID     string `json:"agentId"`
+	Environment string `json:"environment,omitempty" doc:"default production"`
+	DeployID    string `json:"deployId,omitempty"`
+}
+
+type runtimeResponse struct {
+	Runtime string `json:"runtime" enum:"running,stopped"`
+}
+
+type activationResponse struct {
+	Environment  string    `json:"environment"`
+	Action       string    `json:"action" enum:"activate,promote,rollback,build"`
+	FromDeployID string    `json:"fromDeployId,omitempty"`
+	ToDeployID   string    `json:"toDeployId"`
+	Actor        string    `json:"actor" doc:"token id, or build for automatic activation"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// deploymentRoutes are the deployment lifecycle (spec 4.1, CONTRACT §3).
+func (a *API) deploymentRoutes() []Route {
+	return []Route{
+		{Method: http.MethodPost, Path: "/api/deployments/redeploy", Need: auth.Operator, Summary: "Build a branch head or source version, or reuse a build of it",
+			Request: redeployRequest{}, Response: redeployResponse{}, Errors: []ErrorCode{CodeNotFound}, Handle: a.redeploy},
+		{Method: http.MethodPost, Path: "/api/deployments/promote", Need: auth.Operator, Summary: "Copy the active deployment of one environment into a new, active deployment of another",
+			Request: promoteRequest{}, Response: deploymentResponse{}, Errors: []ErrorCode{CodeEvalGateBlocked, CodeBundleUnavailable, CodeNotFound}, Handle: a.promote},
+		{Method: http.MethodPost, Path: "/api/deployments/rollback", Need: auth.Operator, Summary: "Activate an earlier deployment of an environment",
+			Request: rollbackRequest{}, Response: deploymentResponse{}, Errors: []ErrorCode{CodeNothingToRollBack, CodeNotFound}, Handle: a.rollback},
+		{Method: http.MethodGet, Path: "/api/deployments/:deployId", Need: auth.Observer, Summary: "A deployment record",
+			Response: deploymentResponse{}, Handle: a.getDeployment},
+		{Method: http.MethodPost, Path: "/api/deployments/:deployId/activate", Need: auth.Operator, Summary: "Make a ready deployment the active one of its environment",
+			Response: deploymentResponse{}, Errors: []ErrorCode{CodeBuildNotReady}, Handle: a.activate},
+		{Method: http.MethodGet, Path: "/api/deployments/:deployId/snapshot", Need: auth.Observer, Summary: "The resolved agent configuration of the deployment's bundle (secrets as env: names only)",
+			Response: map[string]any{}, Errors: []ErrorCode{CodeBundleUnavailable}, Handle: a.snapshot},
+		{Method: http.MethodPost, Path: "/api/deployments/:deployId/runtime/start", Need: auth.Operator, Summary: "Start the deployment's runtime",
+			Response: runtimeResponse{}, Handle: a.runtimeStart},
+		{Method: http.MethodPost, Path: "/api/deployments/:deployId/runtime/stop", Need: auth.Operator, Summary: "Stop the deployment's runtime; its URLs answer 503 RUNTIME_STOPPED",
+			Response: runtimeResponse{}, Handle: a.runtimeStop},
+		{Method: http.MethodGet, Path: "/api/agents/:id/deployments", Need: auth.Observer, Agent: true, Summary: "The agent's deployments, newest first (query environment to filter)",
+			Response: []deploymentResponse{}, Handle: a.listDeployments},
+		{Method: http.MethodGet, Path: "/api/agents/:id/active-deployment", Need: auth.Observer, Agent: true, Summary: "The active deployment of an environment (query environment, default production)",
+			Response: deploymentResponse{}, Handle: a.activeDeployment},
+		{Method: http.MethodGet, Path: "/api/agents/:id/activations", Need: auth.Observer, Agent: true, Summary: "Every change of an active deployment: who, when, from, to (query environment to filter)",
+			Response: []activationResponse{}, Handle: a.listActivations},
+	}
+}
+
+// deploymentOf loads the :deployId deployment and applies the caller's agent binding.
+func (a *API) deploymentOf(c *gin.Context) (registry.Deployment, registry.Agent, error) {
+	d, err := a.deployments.Get(c.Request.Context(), c.Param("deployId"))
+	if err != nil {
+		return registry.Deployment{}, registry.Agent{}, err
+	}
+	ag, err := a.authorizeAgent(c, d.AgentID)
+	if err != nil {
+		// A token bound to another agent must not learn that the deployment exists.
+		if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeForbidden {
+			return registry.Deployment{}, registry.Agent{}, registry.ErrDeploymentNotFound
+		}
+		return registry.Deployment{}, registry.Agent{}, err
+	}
+	return d, ag, nil
+}
+
+// agentOfBody authorizes the agent named in a request body.
+func (a *API) agentOfBody(c *gin.Context, agentID string) (registry.Agent, error) {
+	if agentID == "" {
+		return registry.Agent{}, InvalidField("agentId", "is required")
+	}
+	return a.authorizeAgent(c, agentID)
+}
+
+func validEnvironment(field, env string) error {
+	if env == "" {
+		return nil
+	}
+	if len(env) > 200 || strings.ContainsAny(env, " \t\r\n") {
+		return InvalidField(field, "must be an environment name without spaces, at most 200 characters")
+	}
+	return nil
+}
+
+func (a *API) redeploy(c *gin.Context) error {
+	var req redeployRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	if _, err := a.agentOfBody(c, req.AgentID); err != nil {
+		return err
+	}
+	if err := validEnvironment("environment", req.Environment); err != nil {
+		return err
+	}
+	if req.Branch != "" {
+		if err := registry.ValidateBranch("branch", req.Branch); err != nil {
+			return err
+		}
+	}
+	out, err := a.deps.Pipeline.Redeploy(c.Request.Context(), workers.RedeployRequest{
+		AgentID: req.AgentID, Branch: req.Branch, Environment: req.Environment, SourceVersionID: req.SourceVersionID, ReuseBuild: req.ReuseBuild,
+	})
+	switch {
+	case errors.Is(err, workers.ErrNoSource):
+		return Errorf(CodeInvalidRequest, "the agent has no source to build: connect a git repository or upload a source version")
+	case errors.Is(err, workers.ErrBranchAbsent):
+		return InvalidField("branch", "%s", strings.TrimPrefix(err.Error(), "workers: "))
+	case errors.Is(err, workers.ErrBadRedeploy):
+		return Errorf(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "workers: bad redeploy request: "))
+	case errors.Is(err, registry.ErrSourceVersionNotFound):
+		return InvalidField("sourceVersionId", "no source version %s of this agent", req.SourceVersionID)
+	case err != nil:
+		return err
+	}
+	return writeJSON(c, http.StatusOK, redeployResponse{DeployID: out.DeployID, BuildID: out.BuildID, Environment: out.Environment, Reused: out.Reused})
+}
+
+func (a *API) getDeployment(c *gin.Context) error {
+	d, ag, err := a.deploymentOf(c)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, a.deploymentJSON(d, ag.Slug))
+}
+
+func (a *API) activate(c *gin.Context) error {
+	d, ag, err := a.deploymentOf(c)
+	if err != nil {
+		return err
+	}
+	d, err = a.deployments.Activate(c.Request.Context(), d.ID, actor(c))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, a.deploymentJSON(d, ag.Slug))
+}
+
+func (a *API) promote(c *gin.Context) error {
+	var req promoteRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	ag, err := a.agentOfBody(c, req.AgentID)
+	if err != nil {
+		return err
+	}
+	if req.FromEnvironment == "" {
+		return InvalidField("fromEnvironment", "is required")
+	}
+	if err := validEnvironment("fromEnvironment", req.FromEnvironment); err != nil {
+		return err
+	}
+	if err := validEnvironment("toEnvironment", req.ToEnvironment); err != nil {
+		return err
+	}
+	to := req.ToEnvironment
+	if to == "" {
+		to = registry.Production
+	}
+	if to == req.FromEnvironment {
+		return InvalidField("toEnvironment", "must differ from fromEnvironment")
+	}
+	ctx := c.Request.Context()
+	src, err := a.sources.Get(ctx, ag.ID)
+	if err != nil && !errors.Is(err, registry.ErrSourceNotFound) {
+		return err
+	}
+	preq := registry.PromoteRequest{
+		AgentID: ag.ID, From: req.FromEnvironment, To: to, Force: req.Force, Actor: actor(c),
+		Copy: func(ctx context.Context, d registry.Deployment) (string, error) {
+			// Bundles are immutable and content addressed: the new deployment shares the object.
+			// The copy onto itself proves it is present and readable.
+			if err := a.deps.Objects.Copy(ctx, d.BundleKey, d.BundleKey); err != nil {
+				return "", err
+			}
+			return d.BundleKey, nil
+		},
+	}
+	if src.Type == registry.SourceGit {
+		preq.Gate = func(_ *gorm.DB, commit string) (bool, string, error) {
+			st, err := a.commitStatuses.Latest(ctx, ag.ID, commit, registry.EvalsContext)
+			if errors.Is(err, registry.ErrCommitStatusNotFound) {
+				return false, "", nil // a missing status does not block
+			}
+			if err != nil {
+				return false, "", err
+			}
+			switch st.State {
+			case registry.StatePending, registry.StateFailure, registry.StateError:
+				return true, string(st.State), nil
+			}
+			return false, string(st.State), nil
+		}
+	}
+	d, err := a.deployments.Promote(ctx, preq)
+	if errors.Is(err, registry.ErrNoActive) {
+		return Errorf(CodeBundleUnavailable, "environment %s has no active deployment to promote", req.FromEnvironment)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, a.deploymentJSON(d, ag.Slug))
+}
+
+func (a *API) rollback(c *gin.Context) error {
+	var req rollbackRequest
+	if err := bindJSON(c, &req); err != nil {
+		return err
+	}
+	ag, err := a.agentOfBody(c, req.AgentID)
+	if err != nil {
+		return err
+	}
+	if err := validEnvironment("environment", req.Environment); err != nil {
+		return err
+	}
+	d, err := a.deployments.Rollback(c.Request.Context(), ag.ID, req.Environment, req.DeployID, actor(c))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, a.deploymentJSON(d, ag.Slug))
+}
+
+func (a *API) setRuntime(c *gin.Context, stopped bool) error {
+	d, _, err := a.deploymentOf(c)
+	if err != nil {
+		return err
+	}
+	if _, err := a.deployments.SetRuntimeStopped(c.Request.Context(), d.ID, stopped); err != nil {
+		return err
+	}
+	state := "running"
+	if stopped {
+		state = "stopped"
+		if a.deps.Runtimes != nil {
+			a.deps.Runtimes.Forget(d.ID)
+		}
+	}
+	return writeJSON(c, http.StatusOK, runtimeResponse{Runtime: state})
+}
+
+func (a *API) runtimeStart(c *gin.Context) error { return a.setRuntime(c, false) }
+func (a *API) runtimeStop(c *gin.Context) error  { return a.setRuntime(c, true) }
+
+func (a *API) listDeployments(c *gin.Context) error {
+	ag := agentOf(c)
+	env := c.Query("environment")
+	if err := validEnvironment("environment", env); err != nil {
+		return err
+	}
+	ds, err := a.deployments.List(c.Request.Context(), ag.ID, env, 0)
+	if err != nil {
+		return err
+	}
+	out := make([]deploymentResponse, len(ds))
+	for i, d := range ds {
+		out[i] = a.deploymentJSON(d, ag.Slug)
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+func (a *API) activeDeployment(c *gin.Context) error {
+	ag := agentOf(c)
+	env := c.DefaultQuery("environment", registry.Production)
+	if err := validEnvironment("environment", env); err != nil {
+		return err
+	}
+	d, err := a.deployments.Active(c.Request.Context(), ag.ID, env)
+	if errors.Is(err, registry.ErrNoActive) {
+		return Errorf(CodeNotFound, "environment %s of agent %s has no active deployment", env, ag.ID)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, a.deploymentJSON(d, ag.Slug))
+}
+
+func (a *API) listActivations(c *gin.Context) error {
+	ag := agentOf(c)
+	env := c.Query("environment")
+	if err := validEnvironment("environment", env); err != nil {
+		return err
+	}
+	acts, err := a.deployments.Activations(c.Request.Context(), ag.ID, env, 0)
+	if err != nil {
+		return err
+	}
+	out := make([]activationResponse, len(acts))
+	for i, x := range acts {
+		out[i] = activationResponse{Environment: x.Environment, Action: x.Action, FromDeployID: x.FromDeployID, ToDeployID: x.ToDeployID, Actor: x.Actor, CreatedAt: x.CreatedAt.UTC()}
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+func (a *API) snapshot(c *gin.Context) error {
+	d, _, err := a.deploymentOf(c)
+	if err != nil {
+		return err
+	}
+	if d.BundleKey == "" {
+		return Errorf(CodeBuildNotReady, "deployment %s has no bundle (status %s)", d.ID, d.Status)
+	}
+	b, err := builder.OpenBundle(c.Request.Context(), a.deps.Objects, d.BundleKey)
+	if err != nil {
+		return &Error{Code: CodeBundleUnavailable, Cause: err}
+	}
+	ag, err := b.Agent()
+	if err != nil {
+		return &Error{Code: CodeBundleUnavailable, Cause: err}
+	}
+	return writeJSON(c, http.StatusOK, snapshotOf(d, b.Manifest, ag))
+}
