@@ -1,0 +1,74 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// ListAgents returns every agent the token may read. The platform may answer a bare array or
+// {"agents": [...]}; both are accepted.
+func (c *Client) ListAgents(ctx context.Context) ([]Agent, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodGet, c.endpoint("/api/agents"), nil, &raw); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return decodeList[Agent](raw, "agents")
+}
+
+// GetAgent returns one agent by id.
+func (c *Client) GetAgent(ctx context.Context, agentID string) (Agent, error) {
+	var a Agent
+	if err := c.do(ctx, http.MethodGet, c.endpoint("/api/agents/%s", agentID), nil, &a); err != nil {
+		return Agent{}, fmt.Errorf("get agent %s: %w", agentID, err)
+	}
+	return a, nil
+}
+
+// ResolveAgent finds an agent by id or slug: it asks for the id first and, when the platform
+// answers 404 (or 400, for a string that cannot be an id), looks for the slug in the agent list. An agent found by neither is a *Error with
+// Code NOT_FOUND that names idOrSlug.
+func (c *Client) ResolveAgent(ctx context.Context, idOrSlug string) (Agent, error) {
+	if idOrSlug == "" {
+		return Agent{}, errors.New("resolve agent: no agent given (an id or slug)")
+	}
+	a, err := c.GetAgent(ctx, idOrSlug)
+	var apiErr *Error
+	if err == nil || !errors.As(err, &apiErr) || (apiErr.Status != http.StatusNotFound && apiErr.Status != http.StatusBadRequest) {
+		return a, err
+	}
+	agents, err := c.ListAgents(ctx)
+	if err != nil {
+		return Agent{}, err
+	}
+	for _, a := range agents {
+		if a.Slug == idOrSlug || a.AgentID == idOrSlug {
+			return a, nil
+		}
+	}
+	return Agent{}, &Error{Status: http.StatusNotFound, Code: CodeNotFound,
+		Message: fmt.Sprintf("no agent has the id or slug %q", idOrSlug)}
+}
+
+// DeploySettings returns an agent's deploy settings.
+func (c *Client) DeploySettings(ctx context.Context, agentID string) (DeploySettings, error) {
+	var s DeploySettings
+	if err := c.do(ctx, http.MethodGet, c.endpoint("/api/agents/%s/deploy-settings", agentID), nil, &s); err != nil {
+		return DeploySettings{}, fmt.Errorf("get deploy settings of %s: %w", agentID, err)
+	}
+	return s, nil
+}
+
+// MintRuntimeToken mints a runtime token for the agent's chat routes.
+func (c *Client) MintRuntimeToken(ctx context.Context, agentID string, req TokenRequest) (RuntimeToken, error) {
+	var t RuntimeToken
+	if err := c.do(ctx, http.MethodPost, c.endpoint("/api/agents/%s/tokens", agentID), req, &t); err != nil {
+		return RuntimeToken{}, fmt.Errorf("mint runtime token for %s: %w", agentID, err)
+	}
+	if t.Token == "" {
+		return RuntimeToken{}, fmt.Errorf("mint runtime token for %s: the answer has no token", agentID)
+	}
+	return t, nil
+}
