@@ -72,3 +72,43 @@ func (c *Client) MintRuntimeToken(ctx context.Context, agentID string, req Token
 	}
 	return t, nil
 }
+
+// CreateAgent creates an agent (admin token); slug "" derives one from the name.
+func (c *Client) CreateAgent(ctx context.Context, name, slug string) (Agent, error) {
+	body := map[string]string{"name": name}
+	if slug != "" {
+		body["slug"] = slug
+	}
+	var a Agent
+	err := c.do(ctx, http.MethodPost, c.endpoint("/api/agents"), body, &a)
+	return a, err
+}
+
+// SourceRequest connects an agent's source: Type "git" (URL, DefaultBranch, WebhookSecret,
+// Credentials "env:VAR") or "hosted".
+type SourceRequest struct {
+	Type          string `json:"type"`
+	URL           string `json:"url,omitempty"`
+	DefaultBranch string `json:"defaultBranch,omitempty"`
+	WebhookSecret string `json:"webhookSecret,omitempty"`
+	Credentials   string `json:"credentials,omitempty"`
+}
+
+// PutSource connects an agent's source (admin token).
+func (c *Client) PutSource(ctx context.Context, agentID string, req SourceRequest) error {
+	return c.do(ctx, http.MethodPut, c.endpoint("/api/agents/%s/source", agentID), req, nil)
+}
+
+// SettingsPatch changes some deploy settings; nil fields stay as they are.
+type SettingsPatch struct {
+	ProductionBranch      *string `json:"productionBranch,omitempty"`
+	AutoDeploy            *bool   `json:"autoDeploy,omitempty"`
+	AutoPromoteProduction *bool   `json:"autoPromoteProduction,omitempty"`
+}
+
+// PutSettings changes an agent's deploy settings (operator token) and returns them.
+func (c *Client) PutSettings(ctx context.Context, agentID string, patch SettingsPatch) (DeploySettings, error) {
+	var s DeploySettings
+	err := c.do(ctx, http.MethodPut, c.endpoint("/api/agents/%s/deploy-settings", agentID), patch, &s)
+	return s, err
+}

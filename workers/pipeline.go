@@ -251,7 +251,8 @@ func (p *Pipeline) Redeploy(ctx context.Context, req RedeployRequest) (RedeployO
 		if br.Commit, err = p.head(ctx, src, br.Branch); err != nil {
 			return RedeployOutcome{}, err
 		}
-	case "hosted":
+	case "hosted", "":
+		// An agent with no connected source builds its uploaded source versions, like a hosted one.
 		if req.Branch != "" {
 			return RedeployOutcome{}, fmt.Errorf("%w: branch applies to git sources only", ErrBadRedeploy)
 		}
@@ -264,7 +265,7 @@ func (p *Pipeline) Redeploy(ctx context.Context, req RedeployRequest) (RedeployO
 		}
 		br.SourceVersionID = sv.ID
 	default:
-		return RedeployOutcome{}, ErrNoSource
+		return RedeployOutcome{}, fmt.Errorf("%w: unknown source type %q", ErrNoSource, src.Type)
 	}
 	st, err := p.Deployments.StartBuild(ctx, br)
 	if err != nil {
