@@ -18,8 +18,24 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
-// Fixture is the path of a shared example agent tree, from a package folder of the repository.
-func Fixture(name string) string { return filepath.Join("..", "..", "shared", "fixtures", "agents", name) }
+// Fixture is the path of a shared example agent tree: shared/ lies beside the repository root
+// (the folder holding go.mod), in a checkout as in CI.
+func Fixture(name string) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return filepath.Join("..", "..", "shared", "fixtures", "agents", name)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "..", "shared", "fixtures", "agents", name)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return filepath.Join("..", "..", "shared", "fixtures", "agents", name)
+		}
+		dir = parent
+	}
+}
 
 // Repo is a repository with a work tree.
 type Repo struct {

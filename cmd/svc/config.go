@@ -1,0 +1,193 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Config is every setting of the svc binary. Each is one flag, one environment variable and one
+// default, declared once in settings(); the README's reference table lists the same.
+type Config struct {
+	Addr               string
+	AppsDomain         string
+	DataDir            string
+	DatabaseURL        string
+	RedisURL           string
+	S3Endpoint         string
+	S3Bucket           string
+	S3AccessKey        string
+	S3SecretKey        string
+	S3UseSSL           bool
+	BootstrapAdmin     string
+	SigningKey         string
+	SecretKey          string
+	DefaultModel       string
+	LogFormat          string
+	LogLevel           string
+	BuildConcurrency   int
+	RuntimeIdleMinutes int
+}
+
+type setting struct {
+	flag, env, def, help string
+	bind                 func(c *Config, v string) error
+	secret               bool
+}
+
+func str(dst func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *dst(c) = v; return nil }
+}
+
+func settings() []setting {
+	return []setting{
+		{flag: "addr", env: "SVC_ADDR", def: "127.0.0.1:8080", help: "listen address of up, api and runner", bind: str(func(c *Config) *string { return &c.Addr })},
+		{flag: "apps-domain", env: "SVC_APPS_DOMAIN", def: "apps.localhost", help: "domain whose subdomains serve agents", bind: str(func(c *Config) *string { return &c.AppsDomain })},
+		{flag: "data-dir", env: "SVC_DATA_DIR", def: "./.svc", help: "embedded database, objects and keys of svc up", bind: str(func(c *Config) *string { return &c.DataDir })},
+		{flag: "database-url", env: "DATABASE_URL", def: "", help: "postgres:// URL; empty: SQLite in the data dir", bind: str(func(c *Config) *string { return &c.DatabaseURL }), secret: true},
+		{flag: "redis-url", env: "REDIS_URL", def: "", help: "redis:// URL of the asynq queue; empty: the in-process queue", bind: str(func(c *Config) *string { return &c.RedisURL }), secret: true},
+		{flag: "s3-endpoint", env: "SVC_S3_ENDPOINT", def: "", help: "S3 host:port; empty: objects in the data dir", bind: str(func(c *Config) *string { return &c.S3Endpoint })},
+		{flag: "s3-bucket", env: "SVC_S3_BUCKET", def: "svc", help: "S3 bucket (created when missing)", bind: str(func(c *Config) *string { return &c.S3Bucket })},
+		{flag: "s3-access-key", env: "SVC_S3_ACCESS_KEY", def: "", help: "S3 access key", bind: str(func(c *Config) *string { return &c.S3AccessKey })},
+		{flag: "s3-secret-key", env: "SVC_S3_SECRET_KEY", def: "", help: "S3 secret key", bind: str(func(c *Config) *string { return &c.S3SecretKey }), secret: true},
+		{flag: "s3-use-ssl", env: "SVC_S3_USE_SSL", def: "false", help: "use https for S3", bind: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.S3UseSSL = b
+			return err
+		}},
+		{flag: "bootstrap-admin-token", env: "SVC_BOOTSTRAP_ADMIN_TOKEN", def: "", help: "pk_ value made a valid admin token at start", bind: str(func(c *Config) *string { return &c.BootstrapAdmin }), secret: true},
+		{flag: "signing-key", env: "SVC_SIGNING_KEY", def: "", help: "runtime-token key (hex or base64, >= 32 bytes); empty: generated into the data dir", bind: str(func(c *Config) *string { return &c.SigningKey }), secret: true},
+		{flag: "secret-key", env: "SVC_SECRET_KEY", def: "", help: "AES-256 key for agent secrets at rest (hex or base64, 32 bytes); empty: generated into the data dir", bind: str(func(c *Config) *string { return &c.SecretKey }), secret: true},
+		{flag: "default-model", env: "SVC_DEFAULT_MODEL", def: "", help: "provider/model used when svc.json names none", bind: str(func(c *Config) *string { return &c.DefaultModel })},
+		{flag: "log-format", env: "SVC_LOG_FORMAT", def: "", help: "json or text; empty: text on a terminal, json otherwise", bind: str(func(c *Config) *string { return &c.LogFormat })},
+		{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", help: "debug, info, warn or error", bind: str(func(c *Config) *string { return &c.LogLevel })},
+		{flag: "build-concurrency", env: "SVC_BUILD_CONCURRENCY", def: "4", help: "builds run at once by one worker", bind: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err == nil && n < 1 {
+				err = errors.New("must be at least 1")
+			}
+			c.BuildConcurrency = n
+			return err
+		}},
+		{flag: "runtime-idle-minutes", env: "SVC_RUNTIME_IDLE_MINUTES", def: "30", help: "idle minutes before a live session is evicted from memory", bind: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err == nil && n < 1 {
+				err = errors.New("must be at least 1")
+			}
+			c.RuntimeIdleMinutes = n
+			return err
+		}},
+	}
+}
+
+// addFlags declares every setting on fs, with the environment variable's value as the default.
+func addFlags(fs *pflag.FlagSet) {
+	for _, s := range settings() {
+		def := s.def
+		if v, ok := os.LookupEnv(s.env); ok {
+			def = v
+		}
+		shown := def
+		if s.secret && shown != "" {
+			shown = "(set)"
+		}
+		fs.String(s.flag, def, fmt.Sprintf("%s (env %s)", s.help, s.env))
+		if f := fs.Lookup(s.flag); f != nil && s.secret {
+			f.DefValue = shown
+		}
+	}
+}
+
+// loadConfig reads every setting from fs, naming the setting of a bad value.
+func loadConfig(fs *pflag.FlagSet) (Config, error) {
+	var c Config
+	for _, s := range settings() {
+		v, err := fs.GetString(s.flag)
+		if err != nil {
+			return Config{}, fmt.Errorf("setting %s: %w", s.env, err)
+		}
+		if err := s.bind(&c, strings.TrimSpace(v)); err != nil {
+			return Config{}, fmt.Errorf("setting %s (--%s) = %q: %w", s.env, s.flag, v, err)
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return Config{}, fmt.Errorf("setting SVC_ADDR (--addr) = %q: %w", c.Addr, err)
+	}
+	if c.AppsDomain == "" || strings.ContainsAny(c.AppsDomain, "/: ") {
+		return Config{}, fmt.Errorf("setting SVC_APPS_DOMAIN (--apps-domain) = %q: want a domain name", c.AppsDomain)
+	}
+	c.AppsDomain = strings.ToLower(strings.Trim(c.AppsDomain, "."))
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return Config{}, errors.New("setting DATABASE_URL: want a postgres:// URL (leave it empty for the embedded SQLite database)")
+	}
+	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		return Config{}, errors.New("setting REDIS_URL: want a redis:// URL")
+	}
+	if c.DefaultModel != "" && !strings.Contains(c.DefaultModel, "/") {
+		return Config{}, fmt.Errorf("setting SVC_DEFAULT_MODEL = %q: want provider/model, e.g. openai/gpt-4.1-mini", c.DefaultModel)
+	}
+	switch c.LogFormat {
+	case "", "json", "text":
+	default:
+		return Config{}, fmt.Errorf("setting SVC_LOG_FORMAT = %q: want json or text", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return Config{}, fmt.Errorf("setting SVC_LOG_LEVEL = %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return c, nil
+}
+
+// key returns the bytes of a configured key (hex or base64), or the one kept in the data dir
+// under name, generated on first use with mode 0600.
+func (c Config) key(configured, setting, name string, size int) ([]byte, error) {
+	if configured != "" {
+		if b, err := hex.DecodeString(configured); err == nil && len(b) >= size {
+			return b, nil
+		}
+		if b, err := base64.StdEncoding.DecodeString(configured); err == nil && len(b) >= size {
+			return b, nil
+		}
+		return nil, fmt.Errorf("setting %s: want hex or base64 of at least %d bytes", setting, size)
+	}
+	path := filepath.Join(c.DataDir, name)
+	if b, err := os.ReadFile(path); err == nil {
+		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(k) < size {
+			return nil, fmt.Errorf("key file %s is damaged: want hex of at least %d bytes (or set %s)", path, size, setting)
+		}
+		return k, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read key file: %w", err)
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	k := make([]byte, size)
+	_, _ = rand.Read(k) // crypto/rand.Read never fails
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return c.key(configured, setting, name, size) // another process made it first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create key file: %w", err)
+	}
+	if _, err := f.WriteString(hex.EncodeToString(k) + "\n"); err != nil {
+		_ = f.Close() // the write error is the one worth reporting
+		return nil, fmt.Errorf("write key file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("write key file: %w", err)
+	}
+	return k, nil
+}

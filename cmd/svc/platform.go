@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/term"
+	"gorm.io/gorm"
+
+	"svc/auth"
+	"svc/builder"
+	"svc/migrations"
+	"svc/registry"
+	"svc/registry/fsobjects"
+	"svc/registry/s3objects"
+	"svc/webhook"
+	"svc/workers"
+	"svc/workers/asynqqueue"
+	"svc/workers/dbqueue"
+)
+
+// platform is what every server role stands on: the database, the object store, credentials,
+// the deployment state machine and the build pipeline with its queue.
+type platform struct {
+	cfg       Config
+	log       *slog.Logger
+	db        *gorm.DB
+	objects   registry.Objects
+	tokens    *auth.Tokens
+	apiKeys   *auth.APIKeys
+	signer    *auth.Signer
+	secretKey []byte
+	cipher    *registry.Cipher
+	deploys   *registry.Deployments
+	pipeline  *workers.Pipeline
+	queue     workers.Queue
+	closers   []func() error
+}
+
+// newLogger builds the process logger: JSON unless the output is a terminal (or as configured).
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // validated by loadConfig
+	opts := &slog.HandlerOptions{Level: level}
+	format := cfg.LogFormat
+	if format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// openPlatform connects everything. embedded (svc up, svc dev) falls back to SQLite, the
+// filesystem and the in-process queue under the data dir; the scale-out roles need the real
+// services and shared keys, and say which setting is missing.
+func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bool) (_ *platform, err error) {
+	p := &platform{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			p.close()
+		}
+	}()
+	if !embedded {
+		var missing []string
+		for _, s := range []struct{ name, value string }{
+			{"DATABASE_URL", cfg.DatabaseURL}, {"REDIS_URL", cfg.RedisURL}, {"SVC_S3_ENDPOINT", cfg.S3Endpoint},
+			{"SVC_SIGNING_KEY", cfg.SigningKey}, {"SVC_SECRET_KEY", cfg.SecretKey},
+		} {
+			if s.value == "" {
+				missing = append(missing, s.name)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("this role runs beside others and needs shared services and keys: set %s (or use `svc up` for one process on embedded defaults)", strings.Join(missing, ", "))
+		}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil && embedded {
+		return nil, fmt.Errorf("setting SVC_DATA_DIR: create %s: %w", cfg.DataDir, err)
+	}
+
+	// 1. Database (migrated).
+	dbURL := cfg.DatabaseURL
+	if dbURL == "" {
+		dbURL = "sqlite:" + filepath.Join(cfg.DataDir, "svc.db")
+	}
+	if p.db, err = migrations.Open(ctx, dbURL); err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	p.closers = append(p.closers, func() error {
+		sqlDB, err := p.db.DB()
+		if err != nil {
+			return err
+		}
+		return sqlDB.Close()
+	})
+
+	// 2. Object store.
+	if cfg.S3Endpoint != "" {
+		s3, err := s3objects.New(ctx, s3objects.Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey, SecretKey: cfg.S3SecretKey, UseSSL: cfg.S3UseSSL})
+		if err != nil {
+			return nil, fmt.Errorf("object store (SVC_S3_ENDPOINT): %w", err)
+		}
+		p.objects = registry.Checked(s3)
+	} else {
+		fsStore, err := fsobjects.New(filepath.Join(cfg.DataDir, "objects"))
+		if err != nil {
+			return nil, fmt.Errorf("object store: %w", err)
+		}
+		p.objects = registry.Checked(fsStore)
+	}
+
+	// 3. Keys and credentials.
+	signingKey, err := cfg.key(cfg.SigningKey, "SVC_SIGNING_KEY", "signing-key", 32)
+	if err != nil {
+		return nil, err
+	}
+	if p.signer, err = auth.NewSigner(signingKey); err != nil {
+		return nil, err
+	}
+	if p.secretKey, err = cfg.key(cfg.SecretKey, "SVC_SECRET_KEY", "secret-key", 32); err != nil {
+		return nil, err
+	}
+	p.secretKey = p.secretKey[:32]
+	if p.cipher, err = registry.NewCipher(p.secretKey); err != nil {
+		return nil, err
+	}
+	p.tokens, p.apiKeys = auth.NewTokens(p.db), auth.NewAPIKeys(p.db)
+	p.deploys = registry.NewDeployments(p.db)
+
+	// 4. Queue and pipeline.
+	p.pipeline = &workers.Pipeline{
+		Deployments: p.deploys, Logs: registry.NewBuildLogs(p.db), Objects: p.objects, Limits: builder.DefaultLimits(), Logger: log,
+		Sources: &workers.RegistrySources{
+			Agents: registry.NewAgents(p.db), Sources: registry.NewSources(p.db, p.cipher, webhook.NormalizeRepoURL),
+			Settings: registry.NewSettings(p.db), Secrets: registry.NewSecrets(p.db, p.cipher),
+			SourceVersions: registry.NewSourceVersions(p.db, p.objects), Pushes: registry.NewPushes(p.db),
+		},
+	}
+	if cfg.RedisURL != "" {
+		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("queue (REDIS_URL): %w", err)
+		}
+		p.queue = q
+		p.closers = append(p.closers, q.Close)
+	} else {
+		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+		p.queue = q
+	}
+	p.pipeline.Queue = p.queue
+	return p, nil
+}
+
+// bootstrap makes sure an admin token exists (CONTRACT §3). It returns the value of a token it
+// created, to be printed once; "" otherwise.
+func (p *platform) bootstrap(ctx context.Context) (string, error) {
+	if p.cfg.BootstrapAdmin != "" {
+		if err := p.tokens.Ensure(ctx, "bootstrap", auth.Admin, p.cfg.BootstrapAdmin); err != nil {
+			return "", fmt.Errorf("setting SVC_BOOTSTRAP_ADMIN_TOKEN: %w", err)
+		}
+		return "", nil
+	}
+	n, err := p.tokens.Count(ctx)
+	if err != nil || n > 0 {
+		return "", err
+	}
+	_, value, err := p.tokens.Create(ctx, "first admin", auth.Admin, "")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(p.cfg.DataDir, "admin-token")
+	if err := os.WriteFile(path, []byte(value+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return value, nil
+}
+
+// buildMux is the queue's task routing.
+func (p *platform) buildMux() *workers.ServeMux {
+	mux := workers.NewServeMux()
+	mux.Handle(workers.TaskBuild, p.pipeline)
+	return mux
+}
+
+func (p *platform) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		if err := p.closers[i](); err != nil && !errors.Is(err, context.Canceled) {
+			p.log.Warn("close", "err", err)
+		}
+	}
+}

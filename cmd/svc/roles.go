@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"svc/agent"
+	"svc/api"
+	"svc/builder"
+	"svc/registry"
+	"svc/runner"
+	"svc/runner/runtime"
+	"svc/runner/sessions/dbstore"
+)
+
+// serverCommands are the roles: up (all in one), api, worker, runner, and dev.
+func serverCommands() []*cobra.Command {
+	return []*cobra.Command{
+		roleCommand("up", "Run the whole platform in one process (embedded SQLite, filesystem objects, in-process queue unless configured)", roleUp),
+		roleCommand("api", "Run the platform API and webhooks (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", roleAPI),
+		roleCommand("worker", "Run build workers on the asynq queue (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", roleWorker),
+		roleCommand("runner", "Serve agents at their persistent and pinned URLs (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", roleRunner),
+		devCommand(),
+	}
+}
+
+type roleFunc func(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error
+
+func roleCommand(name, short string, run roleFunc) *cobra.Command {
+	cmd := &cobra.Command{Use: name, Short: short, Args: cobra.NoArgs}
+	addFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(cmd.Flags())
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), cmd, cfg, newLogger(cfg, os.Stderr))
+	}
+	return cmd
+}
+
+// appsDomainFor is the apps domain as agent URLs show it: with the listen port unless it is 80.
+func appsDomainFor(cfg Config, addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.Port != 80 && !strings.Contains(cfg.AppsDomain, ":") {
+		return fmt.Sprintf("%s:%d", cfg.AppsDomain, tcp.Port)
+	}
+	return cfg.AppsDomain
+}
+
+// newRouter is the agent router of a platform: bundles from the object store, runtimes with the
+// database session store and runtime-token verification.
+func (p *platform) newRouter() (*runner.Router, error) {
+	var defaultModel agent.ModelRef
+	if provider, model, ok := strings.Cut(p.cfg.DefaultModel, "/"); ok {
+		defaultModel = agent.ModelRef{Provider: provider, Model: model}
+	}
+	sessions := dbstore.New(p.db)
+	httpClient := &http.Client{Timeout: 10 * time.Minute}
+	return runner.NewRouter(runner.Config{
+		DB: p.db, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log,
+		LoadBundle: func(ctx context.Context, d registry.Deployment) (*agent.Agent, error) {
+			b, err := builder.OpenBundle(ctx, p.objects, d.BundleKey)
+			if err != nil {
+				return nil, err
+			}
+			return b.Agent()
+		},
+		NewRuntime: func(_ context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
+			env := p.envOf(d.AgentID)
+			return runtime.New(runtime.Options{
+				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: sessions, Verifier: p.signer,
+				Models: runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
+				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
+				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID),
+			})
+		},
+	})
+}
+
+// envOf resolves env: references of an agent: its secrets first, then the process environment.
+// Values are read when a runtime first needs them and kept only in memory.
+func (p *platform) envOf(agentID string) func(string) (string, bool) {
+	secrets := registry.NewSecrets(p.db, p.cipher)
+	return func(name string) (string, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if v, ok, err := secrets.Resolve(ctx, agentID, name); err == nil && ok {
+			return v, true
+		} else if err != nil {
+			p.log.Warn("resolve agent secret", "agent_id", agentID, "name", name, "err", err)
+		}
+		return os.LookupEnv(name)
+	}
+}
+
+func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl) (*api.API, error) {
+	return api.New(api.Deps{
+		DB: p.db, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer, SecretKey: p.secretKey,
+		AppsDomain: appsDomain, Logger: p.log, Metrics: prometheus.NewRegistry(), Pipeline: p.pipeline, Runtimes: runtimes,
+	})
+}
+
+// hostSplit sends agent hosts to the router and every other host to the platform.
+func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if router != nil && router.Match(r) {
+			router.ServeHTTP(w, r)
+			return
+		}
+		platform.ServeHTTP(w, r)
+	})
+}
+
+// runQueue processes build tasks until ctx is done, after re-enqueueing builds left queued.
+func (p *platform) runQueue(ctx context.Context) error {
+	if n, err := p.pipeline.Recover(ctx); err != nil {
+		p.log.Warn("re-enqueue queued builds", "err", err)
+	} else if n > 0 {
+		p.log.Info("re-enqueued queued builds", "count", n)
+	}
+	return p.queue.Run(ctx, p.buildMux())
+}
+
+func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
+	p, err := openPlatform(ctx, cfg, log, true)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	token, err := p.bootstrap(ctx)
+	if err != nil {
+		return err
+	}
+	router, err := p.newRouter()
+	if err != nil {
+		return err
+	}
+	defer router.Close()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("setting SVC_ADDR: listen on %s: %w", cfg.Addr, err)
+	}
+	appsDomain := appsDomainFor(cfg, ln.Addr())
+	a, err := p.newAPI(appsDomain, router)
+	if err != nil {
+		_ = ln.Close() // the API error is the one to report
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "svc up (version %s)\n  platform API  http://%s\n  agents        http://<slug>.%s\n  data dir      %s\n", version, ln.Addr(), appsDomain, cfg.DataDir)
+	if token != "" {
+		fmt.Fprintf(out, "  admin token   %s\n                (shown once; also saved to %s/admin-token)\n", token, cfg.DataDir)
+	}
+	return runGroup(ctx,
+		func(ctx context.Context) error { return serveListener(ctx, ln, hostSplit(router, a.Handler())) },
+		p.runQueue,
+	)
+}
+
+func roleAPI(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
+	p, err := openPlatform(ctx, cfg, log, false)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	if _, err := p.bootstrap(ctx); err != nil {
+		return err
+	}
+	a, err := p.newAPI(cfg.AppsDomain, nil)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg.Addr, a.Handler(), func(addr net.Addr) {
+		fmt.Fprintf(cmd.OutOrStdout(), "svc %s api on http://%s\n", version, addr)
+	})
+}
+
+func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
+	p, err := openPlatform(ctx, cfg, log, false)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redactURL(cfg.RedisURL))
+	return p.runQueue(ctx)
+}
+
+func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
+	p, err := openPlatform(ctx, cfg, log, false)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	router, err := p.newRouter()
+	if err != nil {
+		return err
+	}
+	defer router.Close()
+	health := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok","role":"runner"}`)) // the client may be gone
+			return
+		}
+		router.ServeHTTP(w, r) // answers 404 NOT_FOUND for a host that names no agent
+	})
+	return serve(ctx, cfg.Addr, hostSplit(router, health), func(addr net.Addr) {
+		fmt.Fprintf(cmd.OutOrStdout(), "svc %s runner on http://%s (agents at http://<slug>.%s)\n", version, addr, cfg.AppsDomain)
+	})
+}
+
+func redactURL(u string) string {
+	if i := strings.LastIndex(u, "@"); i > 0 {
+		if j := strings.Index(u, "://"); j > 0 && j < i {
+			return u[:j+3] + "***" + u[i:]
+		}
+	}
+	return u
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"svc/builder/gittest"
+	"svc/migrations/dbtest"
+	"svc/registry/s3objects/s3test"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestScaleOut runs the three roles as separate servers on Postgres, Redis (asynq) and a real
+// S3 server: a signed push of the support-desk fixture builds on the worker, serves on the
+// runner, and production follows autoPromoteProduction.
+func TestScaleOut(t *testing.T) {
+	redisURL := os.Getenv("SVC_TEST_REDIS_URL")
+	if redisURL == "" {
+		redisURL = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DB = 7 // a database of its own, emptied first
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		dbtest.Missing(t, "Redis at "+opt.Addr, err)
+	}
+	s3 := s3test.Start(t)
+	dbURL := dbtest.PostgresURL(t)
+	const admin = "pk_scaleout_admin_token_0123456789"
+	common := []string{
+		"--database-url", dbURL, "--redis-url", fmt.Sprintf("redis://%s/7", opt.Addr),
+		"--s3-endpoint", s3.Endpoint, "--s3-bucket", s3.Bucket, "--s3-access-key", s3.AccessKey, "--s3-secret-key", s3.SecretKey,
+		"--signing-key", strings.Repeat("ab", 32), "--secret-key", strings.Repeat("cd", 32),
+		"--bootstrap-admin-token", admin, "--log-format", "json", "--log-level", "warn", "--data-dir", t.TempDir(),
+	}
+	apiAddr, runnerAddr := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, args := range [][]string{
+		append([]string{"migrate"}, "--database-url", dbURL),
+	} {
+		if out, err := execute(ctx, args...); err != nil {
+			t.Fatalf("svc %s: %v\n%s", args[0], err, out)
+		}
+	}
+	for _, args := range [][]string{
+		append([]string{"api", "--addr", apiAddr}, common...),
+		append([]string{"worker"}, common...),
+		append([]string{"runner", "--addr", runnerAddr}, common...),
+	} {
+		wg.Go(func() {
+			if out, err := execute(ctx, args...); err != nil {
+				t.Errorf("svc %s: %v\n%s", args[0], err, out)
+			}
+		})
+	}
+	waitHealthy(t, "http://"+apiAddr+"/health")
+	waitHealthy(t, "http://"+runnerAddr+"/health")
+	p := &benchPlatform{url: "http://" + apiAddr, token: admin}
+
+	// A real repository with the support-desk fixture, and a feature branch.
+	dir := t.TempDir()
+	repo, mainCommit := gittest.Init(t, dir, gittest.Fixture("support-desk"))
+	repo.Branch(t, "feature/x")
+	if err := os.WriteFile(filepath.Join(dir, "NOTES.md"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	featureCommit := repo.Commit(t, "", "feature")
+	var a struct{ AgentID, Slug string }
+	p.call(t, "POST", "/api/agents", map[string]any{"name": "Support Desk"}, nil, &a)
+	const secret = "hook-secret"
+	p.call(t, "PUT", "/api/agents/"+a.AgentID+"/source", map[string]any{"type": "git", "url": "file://" + dir, "webhookSecret": secret}, nil, nil)
+	p.call(t, "PUT", "/api/agents/"+a.AgentID+"/deploy-settings", map[string]any{"autoDeploy": true}, nil, nil)
+
+	push := func(branch, commit string) (int, map[string]any) {
+		payload, _ := json.Marshal(map[string]any{
+			"ref": "refs/heads/" + branch, "before": strings.Repeat("0", 40), "after": commit,
+			"repository": map[string]any{"full_name": "acme/desk", "clone_url": "file://" + dir},
+			"pusher":     map[string]any{"name": "dev"}, "head_commit": map[string]any{"id": commit, "message": "m"},
+		})
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(payload)
+		var out map[string]any
+		status := p.call(t, "POST", "/webhooks/github?agent="+a.AgentID, payload,
+			map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + hex.EncodeToString(mac.Sum(nil))}, &out)
+		return status, out
+	}
+	deployment := func(id string) map[string]any {
+		var d map[string]any
+		p.call(t, "GET", "/api/deployments/"+id, nil, nil, &d)
+		return d
+	}
+	wait := func(id string) map[string]any {
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			d := deployment(id)
+			if d["status"] == "ready" || d["status"] == "failed" {
+				return d
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("deployment %s never finished", id)
+		return nil
+	}
+
+	// 1. Preview: a push to feature/x builds preview-feature/x and activates it.
+	status, out := push("feature/x", featureCommit)
+	if status != 202 || out["action"] != "build" || out["environment"] != "preview-feature/x" {
+		t.Fatalf("feature push = %d %v", status, out)
+	}
+	if d := wait(out["deployId"].(string)); d["isActive"] != true || d["commit"] != featureCommit {
+		t.Fatalf("preview deployment = %v", d)
+	}
+	previewID := out["deployId"].(string)
+
+	// 2. Production without autoPromoteProduction: ready, not active; the persistent URL has nothing.
+	status, out = push("main", mainCommit)
+	if status != 202 || out["environment"] != "production" {
+		t.Fatalf("main push = %d %v", status, out)
+	}
+	prod := wait(out["deployId"].(string))
+	if prod["status"] != "ready" || prod["isActive"] != false {
+		t.Fatalf("production without autoPromote = %v", prod)
+	}
+	var tok struct{ Token string }
+	p.call(t, "POST", "/api/agents/"+a.AgentID+"/tokens", map[string]any{"ttl": 600}, nil, &tok)
+	health := func(host string) (int, string) {
+		req, _ := http.NewRequest("GET", "http://"+runnerAddr+"/health", nil)
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if s, body := health(a.Slug + ".apps.localhost"); s != 503 || !strings.Contains(body, "NO_ACTIVE_DEPLOYMENT") {
+		t.Fatalf("persistent URL before activation = %d %s", s, body)
+	}
+	if s, body := health(previewID + "--" + a.Slug + ".apps.localhost"); s != 200 || !strings.Contains(body, previewID) {
+		t.Fatalf("pinned preview URL = %d %s", s, body)
+	}
+
+	// 3. With autoPromoteProduction, the next production build serves at the persistent URL.
+	p.call(t, "PUT", "/api/agents/"+a.AgentID+"/deploy-settings", map[string]any{"autoPromoteProduction": true}, nil, nil)
+	repo.Branch(t, "main")
+	if err := os.WriteFile(filepath.Join(dir, "NOTES.md"), []byte("release"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	release := repo.Commit(t, "", "release")
+	status, out = push("main", release)
+	if status != 202 || out["action"] != "build" {
+		t.Fatalf("release push = %d %v", status, out)
+	}
+	live := wait(out["deployId"].(string))
+	if live["isActive"] != true {
+		t.Fatalf("production with autoPromote = %v", live)
+	}
+	if s, body := health(a.Slug + ".apps.localhost"); s != 200 || !strings.Contains(body, live["deployId"].(string)) {
+		t.Fatalf("persistent URL = %d %s, want %s", s, body, live["deployId"])
+	}
+	// The bundle is in S3.
+	var snap map[string]any
+	if s := p.call(t, "GET", "/api/deployments/"+live["deployId"].(string)+"/snapshot", nil, nil, &snap); s != 200 || fmt.Sprint(snap["config"]) == "" {
+		t.Fatalf("snapshot = %d %v", s, snap)
+	}
+	if strings.Contains(fmt.Sprint(snap), "hook-secret") {
+		t.Fatal("the snapshot shows a secret")
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"svc/migrations"
+)
+
+// shutdownGrace bounds a graceful shutdown: in-flight requests and builds get this long.
+const shutdownGrace = 30 * time.Second
+
+func migrateCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations (DATABASE_URL, or the SQLite database of the data dir)",
+		Args:  cobra.NoArgs,
+	}
+	addFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(cmd.Flags())
+		if err != nil {
+			return err
+		}
+		url := cfg.DatabaseURL
+		if url == "" {
+			if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+				return fmt.Errorf("setting SVC_DATA_DIR: %w", err)
+			}
+			url = "sqlite:" + cfg.DataDir + "/svc.db"
+		}
+		db, err := migrations.Open(cmd.Context(), url)
+		if err != nil {
+			return err
+		}
+		v, err := migrations.Version(cmd.Context(), db)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "database at migration %d\n", v)
+		sqlDB, err := db.DB()
+		if err != nil {
+			return err
+		}
+		return sqlDB.Close()
+	}
+	return cmd
+}
+
+// serve listens on addr and runs serveListener; ready, when not nil, learns the bound address.
+func serve(ctx context.Context, addr string, h http.Handler, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	return serveListener(ctx, ln, h)
+}
+
+// serveListener serves h on ln until ctx is done, then shuts down with a fresh, bounded ctx.
+func serveListener(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close() // the deadline passed: cut what is left
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// runGroup runs fns until the first fails or ctx is done, and waits for all of them.
+func runGroup(ctx context.Context, fns ...func(context.Context) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, fn := range fns {
+		g.Go(func() error { return fn(gctx) })
+	}
+	return g.Wait()
+}

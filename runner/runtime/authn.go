@@ -1,0 +1,75 @@
+package runtime
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"strings"
+
+	"svc/auth"
+	"svc/runner/sessions"
+)
+
+// Authentication methods, recorded as svc.auth.method.
+const (
+	MethodNone         = "none"          // no authentication configured (local development)
+	MethodAuthToken    = "auth_token"    // the AUTH_TOKEN bearer of svc dev
+	MethodRuntimeToken = "runtime_token" // a signed runtime token
+)
+
+// caller is who sent a request.
+type caller struct {
+	// userID is the verified user; "" for trusted server credentials, which keep access to
+	// owned sessions (spec §4.6 rule 3).
+	userID string
+	// scope is the token's scope_id claim; "" when the token has none.
+	scope  string
+	method string
+}
+
+// authenticate checks the bearer credential of r.
+func (rt *Runtime) authenticate(r *http.Request) (*caller, error) {
+	if rt.opts.Verifier == nil && rt.opts.AuthToken == "" {
+		return &caller{method: MethodNone}, nil
+	}
+	token := auth.Bearer(r.Header.Get("Authorization"))
+	if token == "" {
+		return nil, &APIError{Code: CodeUnauthenticated, Message: "send Authorization: Bearer <runtime token>"}
+	}
+	if rt.opts.AuthToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(rt.opts.AuthToken)) == 1 {
+		return &caller{method: MethodAuthToken}, nil
+	}
+	if strings.HasPrefix(token, auth.PlatformPrefix) || strings.HasPrefix(token, auth.AgentKeyPrefix) {
+		return nil, &APIError{Code: CodeUnauthenticated, Message: "pk_ and ak_ credentials cannot authorize runtime chat; mint a runtime token with POST /api/agents/{agent_id}/tokens"}
+	}
+	if rt.opts.Verifier == nil {
+		return nil, apiErr(CodeUnauthenticated)
+	}
+	claims, err := rt.opts.Verifier.Verify(token)
+	if err != nil {
+		return nil, apiErr(CodeUnauthenticated)
+	}
+	if rt.opts.AgentID != "" && claims.AgentID != rt.opts.AgentID {
+		return nil, &APIError{Code: CodeForbidden, Message: "the runtime token is for another agent"}
+	}
+	return &caller{userID: claims.UserID, scope: claims.ScopeID, method: MethodRuntimeToken}, nil
+}
+
+// sees reports whether c may see s (spec §4.6 rules 2, 3, 6): not when s is owned by another
+// verified user, nor when c's token claims a scope other than s's.
+func (c *caller) sees(s *sessions.Session) bool {
+	if s.Owner != "" && c.userID != "" && s.Owner != c.userID {
+		return false
+	}
+	if c.scope != "" && s.ScopeID != c.scope {
+		return false
+	}
+	return true
+}
+
+// scopeFor is the scope of a new session: the token's claim overrides the request's (rule 6).
+func (c *caller) scopeFor(requested string) string {
+	if c.scope != "" {
+		return c.scope
+	}
+	return requested
+}

@@ -1,0 +1,77 @@
+package runtime_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"svc/agent"
+	"svc/runner/models"
+	"svc/runner/models/modelstest"
+	"svc/runner/runtime"
+)
+
+// BenchmarkChatStream runs whole chat turns over a real listener against a fake OpenAI server
+// that streams 32 text chunks with no delay, each turn in a fresh session of the hello agent.
+// ns/op is one turn, client and fake model included; allocs/op counts the whole process.
+func BenchmarkChatStream(b *testing.B) {
+	fake := modelstest.NewOpenAIBenchServer(b, 32)
+	e := start(b, runtime.Options{
+		Agent:        loadAgent(b, "hello"),
+		DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o-mini"},
+		Models: runtime.NewModels(func(name string) (string, bool) {
+			switch name {
+			case "OPENAI_BASE_URL":
+				return fake.URL, true
+			case "OPENAI_API_KEY":
+				return "sk-bench", true
+			}
+			return "", false
+		}, fake.Client()),
+	})
+	client := e.srv.Client()
+	body := []byte(`{"message":"Say hello"}`)
+	b.ReportAllocs()
+	b.SetParallelism(1)
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 32<<10)
+		for pb.Next() {
+			req, err := http.NewRequest("POST", e.url+"/chat/stream", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			n, err := io.CopyBuffer(io.Discard, resp.Body, buf)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 || n < 32*50 {
+				b.Errorf("turn: status %d, %d bytes, %v", resp.StatusCode, n, err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkTurnEcho is one turn with the echo model: the runtime's own cost without a model
+// API round trip.
+func BenchmarkTurnEcho(b *testing.B) {
+	e := start(b, runtime.Options{Agent: loadAgent(b, "hello"), DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}})
+	client := e.srv.Client()
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := client.Post(e.url+"/chat/stream", "application/json", strings.NewReader(`{"message":"Say hello to the benchmark"}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+}

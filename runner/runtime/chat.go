@@ -1,0 +1,450 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"svc/agent"
+	"svc/runner/loop"
+	"svc/runner/models"
+	"svc/runner/sessions"
+	"svc/runner/sse"
+)
+
+// persistTimeout bounds the save of a turn's result, which outlives a client that left.
+const persistTimeout = 30 * time.Second
+
+// turn is one chat turn between beginTurn and its done frame.
+type turn struct {
+	rt       *Runtime
+	l        *liveSession
+	id       string
+	fresh    bool // the session's first turn: warnings and skill activation are announced
+	prof     *profile
+	ref      agent.ModelRef
+	provider models.Provider
+	modelErr error
+	warnings []string
+	release  func()
+	queue    *loop.Queue
+	input    []models.Message
+	history  []models.Message
+	summary  string
+	base     int // State.SummaryUpTo when the turn began
+	system   string
+	budget   int
+	used     int
+}
+
+// beginTurn validates a chat request, resolves its session (spec §4.6), takes the turn lock
+// and stores the user's message. Every error is returned before anything is streamed.
+func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (*turn, error) {
+	// 1. Validate.
+	in, err := req.validate()
+	if err != nil {
+		return nil, err
+	}
+	// 2. Resume, or create: an unknown id creates a session with that id; a session the caller
+	// may not see is never resumed: the caller gets a fresh session instead (rules 5, 6).
+	var l *liveSession
+	id := req.SessionID
+	if id != "" {
+		l, err = rt.lookup(ctx, id)
+		switch {
+		case errors.Is(err, sessions.ErrNotFound):
+			l = nil
+		case err != nil:
+			return nil, err
+		case !c.sees(l.s):
+			l, id = nil, ""
+		}
+	}
+	if l == nil {
+		agentName, _, err := rt.resolveProfile(req.Agent, req.Skill)
+		if err != nil {
+			return nil, err
+		}
+		if id == "" {
+			id = newSessionID()
+		}
+		s := rt.newSession(id, c, sessionFields{
+			scopeID: req.ScopeID, agent: agentName, skill: req.Skill, deployID: req.DeployID,
+			model: req.Model, maxTokens: req.MaxSessionTokens,
+		})
+		l = rt.insert(&liveSession{s: s, lastUsed: rt.now()})
+		if l.s != s && !c.sees(l.s) { // created by someone else at the same moment
+			s.ID = newSessionID()
+			l = rt.insert(&liveSession{s: s, lastUsed: rt.now()})
+		}
+	}
+	// 3. One turn at a time per session.
+	release, err := rt.locker.TryLock(ctx, l.s.ID)
+	if errors.Is(err, sessions.ErrLocked) {
+		return nil, apiErr(CodeTurnInProgress)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock session: %w", err)
+	}
+	t := &turn{rt: rt, l: l, id: l.s.ID, release: release, queue: loop.NewQueue()}
+	if err := t.setup(req, in); err != nil {
+		t.abandon()
+		return nil, err
+	}
+	// 4. Store the request before running it, so that history shows it even if the process dies.
+	if err := rt.persist(ctx, l); err != nil {
+		t.abandon()
+		return nil, fmt.Errorf("store turn start: %w", err)
+	}
+	return t, nil
+}
+
+// setup applies the request to the session under its lock and prepares the run.
+func (t *turn) setup(req *chatRequest, in *input) error {
+	rt, l := t.rt, t.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.s
+	if len(req.Metadata) > 0 {
+		merged := maps.Clone(s.Metadata)
+		if merged == nil {
+			merged = make(map[string]string, len(req.Metadata))
+		}
+		maps.Copy(merged, req.Metadata)
+		if len(merged) > MaxMetadataKeys {
+			return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
+		}
+		s.Metadata = merged
+	}
+	if req.Context != nil {
+		s.Context = maps.Clone(req.Context)
+	}
+	now := rt.now()
+	t.fresh = !l.persisted && len(s.Messages) == 0
+	if s.Title == "" {
+		s.Title = titleOf(in.text)
+	}
+	s.Status = sessions.StatusRunning
+	s.UpdatedAt = now
+	l.lastUsed = now
+	l.queue = t.queue
+
+	t.prof = rt.sessionProfile(s)
+	if t.prof.templated {
+		t.system = loop.Fill(t.prof.prompt, s.Context)
+	} else {
+		t.system = t.prof.prompt
+	}
+	var fallback bool
+	t.ref, fallback = rt.modelRef(s)
+	t.provider, t.modelErr = rt.models(t.ref)
+	if t.fresh {
+		if fallback {
+			t.warnings = append(t.warnings, "No model is configured (svc.json models.main or SVC_DEFAULT_MODEL), so this session uses the echo model, which repeats your message.")
+		}
+		if t.prof.omitted != "" {
+			t.warnings = append(t.warnings, t.prof.omitted)
+		}
+	}
+	t.warnings = append(t.warnings, in.warnings...)
+
+	t.base = min(s.State.SummaryUpTo, len(s.Messages))
+	t.summary = s.State.Summary
+	t.history = make([]models.Message, 0, len(s.Messages)-t.base)
+	for i := t.base; i < len(s.Messages); i++ {
+		t.history = append(t.history, s.Messages[i].Message)
+	}
+	t.budget, t.used = s.MaxSessionTokens, s.Usage.Total()
+	msg := models.Message{Role: models.RoleUser, Content: in.text, Parts: in.parts}
+	t.input = []models.Message{msg}
+	s.Messages = append(s.Messages, sessions.Entry{Message: msg, At: now})
+
+	rt.mu.Lock() // an eviction between lookup and lock must not orphan the running turn
+	if _, ok := rt.live[s.ID]; !ok {
+		rt.live[s.ID] = l
+	}
+	rt.mu.Unlock()
+	return nil
+}
+
+// abandon undoes setup for a turn that never ran.
+func (t *turn) abandon() {
+	t.l.mu.Lock()
+	if t.l.queue == t.queue {
+		t.l.queue = nil
+	}
+	t.l.mu.Unlock()
+	t.queue.Close()
+	t.release()
+}
+
+// sessionProfile is the profile of a stored session; a session whose agent or skill no longer
+// exists (after a deploy) falls back to the default chat of its agent.
+func (rt *Runtime) sessionProfile(s *sessions.Session) *profile {
+	if p := rt.profiles[profileKey{s.Agent, s.Skill}]; p != nil {
+		return p
+	}
+	if p := rt.profiles[profileKey{s.Agent, ""}]; p != nil {
+		return p
+	}
+	name, p, err := rt.resolveProfile("", "")
+	if err != nil || p == nil {
+		return rt.profiles[profileKey{name, ""}]
+	}
+	return p
+}
+
+// modelRef picks the session's model: the request's choice, else svc.json models.main, else
+// the runtime default, else echo (fallback true).
+func (rt *Runtime) modelRef(s *sessions.Session) (agent.ModelRef, bool) {
+	main, hasMain := rt.ag.MainModel()
+	if !s.Model.IsZero() {
+		ref := agent.ModelRef{Provider: s.Model.Provider, Model: s.Model.Model, Effort: s.Model.Effort}
+		if hasMain && main.Provider == ref.Provider { // same provider: its endpoint and key apply
+			ref.BaseURL, ref.APIKey = main.BaseURL, main.APIKey
+		}
+		return ref, false
+	}
+	if hasMain {
+		return main, false
+	}
+	if rt.opts.DefaultModel.Provider != "" {
+		return rt.opts.DefaultModel, false
+	}
+	return agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}, true
+}
+
+// run streams the turn to sink and stores its result; sink errors (a gone client) cancel it.
+func (t *turn) run(ctx context.Context, sink loop.Sink) loop.Result {
+	_ = sink.Emit(&sse.Frame{Type: sse.TypeInit, SessionID: t.id}) // a gone client cancels ctx through the sink
+	for _, w := range t.warnings {
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeWarning, Message: w})
+	}
+	if t.fresh && t.prof.skill != nil {
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeSkillActivated, SkillName: t.prof.skill.Name})
+	}
+	var res loop.Result
+	if t.modelErr != nil {
+		t.rt.log.WarnContext(ctx, "model unavailable", "provider", t.ref.Provider, "model", t.ref.Model, "err", t.modelErr)
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "model " + t.ref.Provider + "/" + t.ref.Model + " is not available: " + t.modelErr.Error()})
+		res = loop.Result{Reason: loop.ReasonError, Err: t.modelErr, Messages: t.input}
+	} else {
+		res = loop.Run(ctx, loop.Params{
+			Provider: t.provider, ProviderName: t.ref.Provider, Model: t.ref.Model, Effort: t.ref.Effort,
+			ContextWindow: t.rt.opts.ContextWindow, System: t.system,
+			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.sel.Set,
+			MaxTurns: t.rt.opts.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
+			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Logger: t.rt.log,
+		})
+	}
+	t.finish(ctx, res)
+	total := res.Usage.Total()
+	_ = sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, Usage: &sse.Usage{
+		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
+		CachedTokens: res.Usage.CachedTokens, TotalTokens: total,
+	}})
+	return res
+}
+
+func (t *turn) onSkill(name string) {
+	t.l.mu.Lock()
+	if !slices.Contains(t.l.s.State.ActiveSkills, name) {
+		t.l.s.State.ActiveSkills = append(t.l.s.State.ActiveSkills, name)
+	}
+	t.l.mu.Unlock()
+}
+
+func (t *turn) onKnowledge(name string) {
+	t.l.mu.Lock()
+	if !slices.Contains(t.l.s.State.LoadedKnowledge, name) {
+		t.l.s.State.LoadedKnowledge = append(t.l.s.State.LoadedKnowledge, name)
+	}
+	t.l.mu.Unlock()
+}
+
+// finish records the run on the session, stores it (even when the client left) and releases
+// the turn lock.
+func (t *turn) finish(ctx context.Context, res loop.Result) {
+	defer t.release()
+	rt, l := t.rt, t.l
+	now := rt.now()
+	l.mu.Lock()
+	s := l.s
+	added := res.Messages[min(len(t.input), len(res.Messages)):]
+	for i, m := range added {
+		s.Messages = append(s.Messages, sessions.Entry{Message: m, At: now, Interrupted: res.Interrupted && i == len(added)-1})
+	}
+	s.Usage.InputTokens += res.Usage.InputTokens
+	s.Usage.OutputTokens += res.Usage.OutputTokens
+	s.Usage.CachedTokens += res.Usage.CachedTokens
+	if res.Compacted {
+		s.State.Summary = res.Summary
+		s.State.SummaryUpTo = t.base + res.Covered
+	}
+	s.Status = sessions.StatusIdle
+	s.UpdatedAt = now
+	l.lastUsed = now
+	if l.queue == t.queue {
+		l.queue = nil
+	}
+	l.mu.Unlock()
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	defer cancel()
+	if err := rt.persist(pctx, l); err != nil {
+		rt.log.ErrorContext(ctx, "store turn result", "session", t.id, "err", err)
+	}
+}
+
+// titleOf is the default title of a session: the first line of its first message.
+func titleOf(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	line = strings.TrimSpace(line)
+	if utf8.RuneCountInString(line) <= 80 {
+		return line
+	}
+	r := []rune(line)
+	return string(r[:79]) + "…"
+}
+
+// sseSink writes frames to an SSE response; a failed write cancels the turn.
+type sseSink struct {
+	w      *sse.Writer
+	cancel context.CancelCauseFunc
+}
+
+func (s *sseSink) Emit(f *sse.Frame) error {
+	if err := s.w.Write(f); err != nil {
+		s.cancel(loop.ErrUserAbort)
+		return err
+	}
+	return nil
+}
+
+// chatStream serves POST /chat and /chat/stream: the turn as SSE frames.
+func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var req chatRequest
+	if err := readJSON(w, r, &req); err != nil {
+		return err
+	}
+	t, err := rt.beginTurn(r.Context(), c, &req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	sw := sse.NewWriter(w)
+	sw.Now = rt.now
+	if err := sw.Start(); err != nil {
+		cancel(loop.ErrUserAbort)
+	}
+	t.run(ctx, &sseSink{w: sw, cancel: cancel})
+	return nil
+}
+
+// syncToolCall is one tool call of a /chat/sync answer.
+type syncToolCall struct {
+	ToolID     string `json:"tool_id"`
+	ToolName   string `json:"tool_name"`
+	Parameters any    `json:"parameters"`
+	Status     string `json:"status,omitempty"`
+	Result     any    `json:"result,omitempty"`
+	Content    string `json:"content,omitempty"`
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+type syncDone struct {
+	Reason string    `json:"reason"`
+	Turns  int       `json:"turns"`
+	Usage  sse.Usage `json:"usage"`
+}
+
+// syncAnswer is the body of /chat/sync (CONTRACT §6), with warnings and errors added.
+type syncAnswer struct {
+	SessionID string         `json:"session_id"`
+	Text      string         `json:"text"`
+	ToolCalls []syncToolCall `json:"tool_calls"`
+	Warnings  []string       `json:"warnings,omitempty"`
+	Errors    []string       `json:"errors,omitempty"`
+	Skills    []string       `json:"skills_activated,omitempty"`
+	Done      syncDone       `json:"done"`
+}
+
+// syncSink collects a turn for /chat/sync. Frames come one at a time (the loop serialises them).
+type syncSink struct {
+	a    syncAnswer
+	text strings.Builder
+}
+
+func (s *syncSink) Emit(f *sse.Frame) error {
+	switch f.Type {
+	case sse.TypeInit:
+		s.a.SessionID = f.SessionID
+	case sse.TypeTextDelta:
+		s.text.WriteString(f.Content)
+	case sse.TypeToolCallStart:
+		s.a.ToolCalls = append(s.a.ToolCalls, syncToolCall{ToolID: f.ToolID, ToolName: f.ToolName, Parameters: rawOrNil(f.Parameters)})
+	case sse.TypeToolCallResult:
+		for i := range s.a.ToolCalls {
+			if tc := &s.a.ToolCalls[i]; tc.ToolID == f.ToolID {
+				tc.Status, tc.Result, tc.Content, tc.Error, tc.DurationMS = f.Status, rawOrNil(f.Result), f.Content, f.Error, f.DurationMS
+			}
+		}
+	case sse.TypeWarning:
+		s.a.Warnings = append(s.a.Warnings, f.Message)
+	case sse.TypeError:
+		s.a.Errors = append(s.a.Errors, f.Message)
+	case sse.TypeSkillActivated:
+		s.a.Skills = append(s.a.Skills, f.SkillName)
+	case sse.TypeDone:
+		s.a.Done = syncDone{Reason: f.Reason, Turns: f.Turns}
+		if f.Usage != nil {
+			s.a.Done.Usage = *f.Usage
+		}
+	}
+	return nil
+}
+
+func rawOrNil(b []byte) any {
+	if len(b) == 0 || !json.Valid(b) {
+		return nil
+	}
+	return rawJSON(b)
+}
+
+// rawJSON marshals as itself when valid.
+type rawJSON []byte
+
+func (r rawJSON) MarshalJSON() ([]byte, error) {
+	if len(r) == 0 {
+		return []byte("null"), nil
+	}
+	return r, nil
+}
+
+// chatSync serves POST /chat/sync: the whole turn in one JSON answer.
+func (rt *Runtime) chatSync(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var req chatRequest
+	if err := readJSON(w, r, &req); err != nil {
+		return err
+	}
+	t, err := rt.beginTurn(r.Context(), c, &req)
+	if err != nil {
+		return err
+	}
+	sink := &syncSink{}
+	t.run(r.Context(), sink)
+	sink.a.Text = sink.text.String()
+	if sink.a.ToolCalls == nil {
+		sink.a.ToolCalls = []syncToolCall{}
+	}
+	writeJSON(w, http.StatusOK, sink.a)
+	return nil
+}

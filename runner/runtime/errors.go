@@ -1,0 +1,91 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+)
+
+// Error codes of the runtime API, the "error" field of an error body. Spec §7 names
+// turn_in_progress and no_active_turn; the others follow the same lower_snake form.
+const (
+	CodeInvalidRequest  = "invalid_request"
+	CodeUnauthenticated = "unauthenticated"
+	CodeForbidden       = "forbidden"
+	CodeNotFound        = "not_found"
+	CodeTurnInProgress  = "turn_in_progress"
+	CodeNoActiveTurn    = "no_active_turn"
+	CodeTooLarge        = "request_too_large"
+	CodeInternal        = "internal"
+)
+
+// catalog holds the status and default message of each code (STYLE 15: one catalog).
+var catalog = map[string]struct {
+	status int
+	msg    string
+}{
+	CodeInvalidRequest:  {http.StatusBadRequest, "invalid request"},
+	CodeUnauthenticated: {http.StatusUnauthorized, "missing or invalid runtime token"},
+	CodeForbidden:       {http.StatusForbidden, "this token may not use this agent"},
+	CodeNotFound:        {http.StatusNotFound, "not found"},
+	CodeTurnInProgress:  {http.StatusConflict, "a turn is already running in this session"},
+	CodeNoActiveTurn:    {http.StatusConflict, "no turn of this session is accepting messages"},
+	CodeTooLarge:        {http.StatusRequestEntityTooLarge, "the request body is larger than 50 MB"},
+	CodeInternal:        {http.StatusInternalServerError, "internal error"},
+}
+
+// APIError is an error answered with its code's status and the body
+// {"error": code, "message": ..., "field": ...}.
+type APIError struct {
+	Code    string
+	Message string
+	Field   string // the request field at fault, for invalid_request
+}
+
+func (e *APIError) Error() string {
+	if e.Field != "" {
+		return e.Code + ": " + e.Field + ": " + e.Message
+	}
+	return e.Code + ": " + e.Message
+}
+
+func apiErr(code string) *APIError { return &APIError{Code: code, Message: catalog[code].msg} }
+
+// invalid is a 400 naming field.
+func invalid(field, format string, args ...any) *APIError {
+	return &APIError{Code: CodeInvalidRequest, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message,omitempty"`
+	Field   string `json:"field,omitempty"`
+}
+
+// writeError answers err: an *APIError as itself, anything else as a logged 500 with a
+// generic message.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = apiErr(CodeInternal)
+	}
+	status := catalog[ae.Code].status
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	writeJSON(w, status, errorBody{Error: ae.Code, Message: ae.Message, Field: ae.Field})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal","message":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n')) // a client that left cannot be told
+}

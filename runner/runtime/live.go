@@ -1,0 +1,168 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"sync"
+
+	"svc/auth"
+	"svc/runner/loop"
+	"svc/runner/sessions"
+)
+
+// liveSession is a session held in memory between requests.
+type liveSession struct {
+	mu        sync.Mutex
+	s         *sessions.Session
+	stored    int         // entries of s.Messages already in the store
+	persisted bool        // the record exists in the store
+	queue     *loop.Queue // non-nil while a turn runs
+	lastUsed  time.Time
+
+	saveMu sync.Mutex // orders the saves of this session, so a later state is never overwritten by an earlier one
+}
+
+// newSessionID returns a fresh session id.
+func newSessionID() string { return auth.NewID("ses_") }
+
+// lookup returns the live session id, loading it from the store when it is not in memory.
+// A session that does not exist is sessions.ErrNotFound.
+func (rt *Runtime) lookup(ctx context.Context, id string) (*liveSession, error) {
+	rt.mu.Lock()
+	l, ok := rt.live[id]
+	rt.mu.Unlock()
+	if ok {
+		return l, nil
+	}
+	s, err := rt.store.Load(ctx, id)
+	if err != nil {
+		if errors.Is(err, sessions.ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("load session %s: %w", id, err)
+	}
+	if s.AgentID != rt.opts.AgentID {
+		return nil, sessions.ErrNotFound // another agent's session in a shared store
+	}
+	return rt.insert(&liveSession{s: s, stored: len(s.Messages), persisted: true, lastUsed: rt.now()}), nil
+}
+
+// insert adds l unless a live session of that id exists already, which it returns instead.
+func (rt *Runtime) insert(l *liveSession) *liveSession {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if cur, ok := rt.live[l.s.ID]; ok {
+		return cur
+	}
+	rt.live[l.s.ID] = l
+	return l
+}
+
+// forget drops a live session from memory.
+func (rt *Runtime) forget(id string) {
+	rt.mu.Lock()
+	delete(rt.live, id)
+	rt.mu.Unlock()
+}
+
+// persist saves the session record and its entries not stored yet.
+func (rt *Runtime) persist(ctx context.Context, l *liveSession) error {
+	l.saveMu.Lock()
+	defer l.saveMu.Unlock()
+	l.mu.Lock()
+	snap := l.s.Clone()
+	from := l.stored
+	l.mu.Unlock()
+	if err := rt.store.Save(ctx, snap, from); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.stored = max(l.stored, len(snap.Messages))
+	l.persisted = true
+	l.mu.Unlock()
+	return nil
+}
+
+// sessionFields are the settings a session takes at creation (chat or POST /sessions).
+type sessionFields struct {
+	scopeID   string
+	agent     string
+	skill     string
+	deployID  string
+	model     *modelChoice
+	maxTokens *int64
+	context   map[string]string
+	metadata  map[string]string
+}
+
+// newSession builds a session that is not stored yet.
+func (rt *Runtime) newSession(id string, c *caller, f sessionFields) *sessions.Session {
+	now := rt.now()
+	s := &sessions.Session{
+		ID: id, AgentID: rt.opts.AgentID, Owner: c.userID, ScopeID: c.scopeFor(f.scopeID),
+		Agent: f.agent, Skill: f.skill, DeployID: f.deployID, Status: sessions.StatusIdle,
+		Context: maps.Clone(f.context), Metadata: maps.Clone(f.metadata), CreatedAt: now, UpdatedAt: now,
+	}
+	if s.DeployID == "" {
+		s.DeployID = rt.opts.DeployID
+	}
+	if f.model != nil {
+		s.Model = sessions.Model{Provider: f.model.Provider, Model: f.model.Model, Effort: f.model.Effort}
+	}
+	if f.maxTokens != nil {
+		s.MaxSessionTokens = int(*f.maxTokens)
+	}
+	if f.skill != "" {
+		s.State.ActiveSkills = []string{f.skill}
+	}
+	return s
+}
+
+// EvictIdle drops from memory the live sessions idle for longer than the idle timeout and not
+// running a turn, and reports how many it dropped. Stored sessions are reloaded on their next
+// request; prepared sessions that were never used expire. It runs periodically on its own.
+func (rt *Runtime) EvictIdle() int {
+	cutoff := rt.now().Add(-rt.idle)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	n := 0
+	for id, l := range rt.live {
+		l.mu.Lock()
+		idle := l.queue == nil && l.lastUsed.Before(cutoff)
+		l.mu.Unlock()
+		if idle {
+			delete(rt.live, id)
+			n++
+		}
+	}
+	return n
+}
+
+// LiveSessions reports how many sessions are held in memory.
+func (rt *Runtime) LiveSessions() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return len(rt.live)
+}
+
+// evictLoop runs EvictIdle until Close.
+func (rt *Runtime) evictLoop() {
+	defer rt.wg.Done()
+	every := min(max(rt.idle/4, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-rt.done:
+			return
+		case <-t.C:
+			if n := rt.EvictIdle(); n > 0 {
+				rt.log.Debug("evicted idle sessions", "count", n)
+			}
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package runtime
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"svc/agent"
+	"svc/runner/models"
+)
+
+// NewModels returns the default Options.Models: it resolves env: references of a model
+// reference with env, falls back to the provider's usual variables (OPENAI_API_KEY,
+// OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL) when the reference names no key or
+// endpoint, and keeps one provider per distinct reference. env nil resolves nothing. client nil
+// means a client with the default transport.
+func NewModels(env func(string) (string, bool), client *http.Client) func(agent.ModelRef) (models.Provider, error) {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	var mu sync.Mutex
+	cache := map[agent.ModelRef]models.Provider{}
+	return func(ref agent.ModelRef) (models.Provider, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := cache[ref]; ok {
+			return p, nil
+		}
+		cfg := models.Config{Provider: ref.Provider, Model: ref.Model, Effort: ref.Effort}
+		var err error
+		if cfg.APIKey, err = resolveRef("apiKey", ref.APIKey, env); err != nil {
+			return nil, err
+		}
+		if cfg.BaseURL, err = resolveRef("baseUrl", ref.BaseURL, env); err != nil {
+			return nil, err
+		}
+		keyVar, urlVar := "", ""
+		switch ref.Provider {
+		case models.ProviderOpenAI:
+			keyVar, urlVar = "OPENAI_API_KEY", "OPENAI_BASE_URL"
+		case models.ProviderAnthropic:
+			keyVar, urlVar = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
+		}
+		if cfg.APIKey == "" && keyVar != "" {
+			cfg.APIKey, _ = env(keyVar)
+		}
+		if cfg.BaseURL == "" && urlVar != "" {
+			cfg.BaseURL, _ = env(urlVar)
+		}
+		p, err := models.New(cfg, client)
+		if err != nil {
+			return nil, err
+		}
+		cache[ref] = p
+		return p, nil
+	}
+}
+
+func resolveRef(field, value string, env func(string) (string, bool)) (string, error) {
+	name, ok := strings.CutPrefix(value, "env:")
+	if !ok {
+		return value, nil
+	}
+	v, set := env(name)
+	if !set || v == "" {
+		return "", fmt.Errorf("%s: environment variable %s (from %q) is not set", field, name, value)
+	}
+	return v, nil
+}
+
+// ParseModel reads a "provider/model" setting such as SVC_DEFAULT_MODEL ("openai/gpt-4o-mini",
+// "anthropic/claude-sonnet-4-5", "echo"). "" is the zero reference.
+func ParseModel(s string) (agent.ModelRef, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return agent.ModelRef{}, nil
+	}
+	provider, model, _ := strings.Cut(s, "/")
+	switch provider {
+	case models.ProviderOpenAI, models.ProviderAnthropic, models.ProviderOpenAICompatible:
+		if model == "" {
+			return agent.ModelRef{}, fmt.Errorf("model %q: want provider/model, such as openai/gpt-4o-mini", s)
+		}
+	case models.ProviderEcho:
+		if model == "" {
+			model = "echo"
+		}
+	default:
+		return agent.ModelRef{}, fmt.Errorf("model %q: provider must be openai, anthropic, openai-compatible or echo", s)
+	}
+	return agent.ModelRef{Provider: provider, Model: model}, nil
+}

@@ -1,0 +1,276 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"svc/agent"
+	"svc/auth"
+	"svc/runner/loop"
+	"svc/runner/models"
+	"svc/runner/sessions"
+	"svc/runner/sessions/memstore"
+	"svc/runner/tools"
+)
+
+// DefaultIdleTimeout is how long a live session stays in memory without requests (spec §8).
+const DefaultIdleTimeout = 30 * time.Minute
+
+// Verifier checks a runtime token (auth.Signer implements it).
+type Verifier interface {
+	Verify(token string) (auth.RuntimeClaims, error)
+}
+
+// Options configure a Runtime. Zero values are documented defaults.
+type Options struct {
+	// Agent is the validated agent source tree. Required.
+	Agent *agent.Agent
+	// AgentID is the platform agent the runtime serves: the namespace of its sessions in a
+	// shared store, and the agent a runtime token must name. "" under svc dev.
+	AgentID string
+	// DeployID and Version are reported by /health; Version defaults to svc.json's version.
+	DeployID string
+	Version  string
+	// Sessions keeps sessions; nil means an in-memory store (svc dev).
+	Sessions sessions.Store
+	// Locker grants one turn at a time per session; nil means an in-process lock.
+	Locker sessions.Locker
+	// Verifier checks runtime tokens (bearer JWTs); nil means runtime tokens are not accepted.
+	Verifier Verifier
+	// AuthToken, when set, is a bearer value that grants trusted access (svc dev's AUTH_TOKEN).
+	// With neither Verifier nor AuthToken every route is open (local development).
+	AuthToken string
+	// Models returns the provider for a model reference (env: references unresolved). nil
+	// means NewModels(Env, nil).
+	Models func(agent.ModelRef) (models.Provider, error)
+	// DefaultModel applies when a session chose no model and svc.json has no models.main
+	// (SVC_DEFAULT_MODEL). Zero: the echo model, with a warning frame.
+	DefaultModel agent.ModelRef
+	// Env resolves env: references (for /inspect/connections); nil means none resolve.
+	Env func(name string) (string, bool)
+	// MaxTurns is the model-turn limit of a run; 0 means 50.
+	MaxTurns int
+	// IdleTimeout evicts live sessions (and expires prepared ones); 0 means 30 minutes.
+	IdleTimeout time.Duration
+	// ContextWindow overrides the model's context window for compaction; 0 means the model's.
+	ContextWindow int
+	// ExtraTools are host-provided tools offered to every agent of this runtime, after the
+	// agent's own (a tool of the same name replaces the agent's).
+	ExtraTools []tools.Tool
+	// Logger receives the runtime's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now. Tests move it to drive idle eviction.
+	Now func() time.Time
+}
+
+// Runtime serves one agent. Create it with New, serve it with ServeHTTP, stop its background
+// work with Close.
+type Runtime struct {
+	opts     Options
+	ag       *agent.Agent
+	store    sessions.Store
+	locker   sessions.Locker
+	models   func(agent.ModelRef) (models.Provider, error)
+	log      *slog.Logger
+	now      func() time.Time
+	idle     time.Duration
+	mux      *http.ServeMux
+	profiles map[profileKey]*profile
+	bus      *bus
+
+	mu   sync.Mutex
+	live map[string]*liveSession
+
+	done   chan struct{}
+	closed sync.Once
+	wg     sync.WaitGroup
+}
+
+// New builds the runtime of opts.Agent and starts its idle eviction.
+func New(opts Options) (*Runtime, error) {
+	if opts.Agent == nil {
+		return nil, errors.New("runtime: Options.Agent is required")
+	}
+	if opts.MaxTurns < 0 {
+		return nil, fmt.Errorf("runtime: MaxTurns must not be negative, got %d", opts.MaxTurns)
+	}
+	rt := &Runtime{
+		opts: opts, ag: opts.Agent, store: opts.Sessions, locker: opts.Locker, models: opts.Models,
+		log: opts.Logger, now: opts.Now, idle: opts.IdleTimeout,
+		live: make(map[string]*liveSession), done: make(chan struct{}), bus: newBus(),
+	}
+	if rt.store == nil {
+		rt.store = memstore.New()
+	}
+	if rt.locker == nil {
+		rt.locker = &memstore.Locks{}
+	}
+	if rt.models == nil {
+		rt.models = NewModels(opts.Env, nil)
+	}
+	if rt.log == nil {
+		rt.log = slog.Default()
+	}
+	if rt.now == nil {
+		rt.now = time.Now
+	}
+	if rt.idle <= 0 {
+		rt.idle = DefaultIdleTimeout
+	}
+	if rt.opts.Version == "" {
+		rt.opts.Version = rt.ag.Config.Version
+	}
+	rt.profiles = buildProfiles(rt.ag, opts.ExtraTools)
+	rt.routes()
+	rt.wg.Add(1)
+	go rt.evictLoop()
+	return rt, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (rt *Runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
+
+// Close stops idle eviction, ends /api/events streams and waits for both, or for ctx.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.closed.Do(func() { close(rt.done) })
+	waited := make(chan struct{})
+	go func() { rt.wg.Wait(); close(waited) }()
+	select {
+	case <-waited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("runtime: close: %w", context.Cause(ctx))
+	}
+}
+
+func (rt *Runtime) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /health", rt.health)
+	m.Handle("POST /chat", rt.handle(rt.chatStream))
+	m.Handle("POST /chat/stream", rt.handle(rt.chatStream))
+	m.Handle("POST /chat/sync", rt.handle(rt.chatSync))
+	m.Handle("POST /chat/ai-stream", rt.handle(rt.chatAIStream))
+	m.Handle("POST /chat/sessions/{id}/messages", rt.handle(rt.queueMessage))
+	m.Handle("POST /sessions", rt.handle(rt.prepareSession))
+	m.Handle("GET /sessions/history", rt.handle(rt.listHistory))
+	m.Handle("GET /sessions/history/{id}", rt.handle(rt.getHistory))
+	m.Handle("PATCH /sessions/history/{id}", rt.handle(rt.patchHistory))
+	m.Handle("DELETE /sessions/history/{id}", rt.handle(rt.deleteHistory))
+	m.Handle("GET /sessions/pending-approvals", rt.handle(rt.pendingApprovals))
+	m.Handle("GET /inspect/context", rt.handle(rt.inspectContext))
+	m.Handle("GET /inspect/connections/{name}", rt.handle(rt.inspectConnection))
+	m.Handle("GET /api/events", rt.handle(rt.events))
+	rt.mux = m
+}
+
+// handlerFunc is a route handler: it writes its answer, or returns an error for handle to write.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
+
+// handle authenticates the request, runs h, turns its error into the error body and recovers
+// panics (STYLE 16, 25).
+func (rt *Runtime) handle(h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				rt.log.ErrorContext(r.Context(), "handler panicked", "path", r.URL.Path, "panic", v)
+				writeError(w, r, rt.log, apiErr(CodeInternal))
+			}
+		}()
+		c, err := rt.authenticate(r)
+		if err == nil {
+			err = h(w, r, c)
+		}
+		if err != nil {
+			writeError(w, r, rt.log, err)
+		}
+	})
+}
+
+// profileKey names a (named agent, skill) pair; "" is the unscoped chat or no skill.
+type profileKey struct{ agent, skill string }
+
+// profile is what a session of one named agent and skill gets: its tools and its system
+// prompt (templates not filled yet). Profiles are built once, at New.
+type profile struct {
+	named     *agent.NamedAgent
+	skill     *agent.Skill
+	sel       tools.Selection
+	prompt    string
+	templated bool
+	omitted   string // the warning naming what was left out, or ""
+}
+
+func buildProfiles(ag *agent.Agent, extra []tools.Tool) map[profileKey]*profile {
+	out := make(map[profileKey]*profile)
+	add := func(name string, named *agent.NamedAgent) {
+		sel := tools.ForAgent(ag, named)
+		if len(extra) > 0 {
+			sel.Set = sel.Set.With(extra...)
+		}
+		skills := []string{""}
+		for n := range ag.Skills {
+			skills = append(skills, n)
+		}
+		for _, sk := range skills {
+			p := &profile{named: named, sel: sel}
+			pr := loop.Prompt{BasePrompt: ag.Config.BasePrompt, Knowledge: sel.Knowledge, Skills: sel.Skills}
+			if named != nil {
+				pr.Instructions = named.Instructions
+			}
+			if sk != "" {
+				p.skill = ag.Skills[sk]
+				pr.Active = p.skill
+			}
+			p.prompt = pr.Compile()
+			p.templated = strings.Contains(p.prompt, "{{")
+			if len(sel.Omitted) > 0 {
+				p.omitted = "Not available in this runtime yet, so left out of this session's tools: " + strings.Join(sel.Omitted, ", ") + "."
+			}
+			out[profileKey{name, sk}] = p
+		}
+	}
+	add("", nil)
+	for name, na := range ag.Agents {
+		add(name, na)
+	}
+	return out
+}
+
+// resolveProfile picks the profile of a request's agent and skill fields.
+func (rt *Runtime) resolveProfile(agentName, skill string) (string, *profile, error) {
+	if agentName == "" {
+		if rt.ag.DefaultAgent() != nil {
+			agentName = "default"
+		}
+	} else if rt.ag.Agents[agentName] == nil {
+		return "", nil, invalid("agent", "unknown agent %q (agents: %s)", agentName, strings.Join(sortedKeys(rt.ag.Agents), ", "))
+	}
+	if skill != "" {
+		if rt.ag.Skills[skill] == nil {
+			return "", nil, invalid("skill", "unknown skill %q", skill)
+		}
+		if na := rt.ag.Agents[agentName]; na != nil && len(na.Skills) > 0 && !slices.Contains(na.Skills, skill) {
+			return "", nil, invalid("skill", "agent %q has no skill %q (skills: %s)", agentName, skill, strings.Join(na.Skills, ", "))
+		}
+	}
+	return agentName, rt.profiles[profileKey{agentName, skill}], nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,172 @@
+package runtime_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"svc/migrations/dbtest"
+	"svc/runner/runtime"
+	"svc/runner/sessions/dbstore"
+)
+
+func TestPreparedSession(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), Now: clk.Now, IdleTimeout: 10 * time.Minute})
+	r := e.do("POST", "/sessions", "", map[string]any{"skill": "refunds", "max_session_tokens": 100000, "scope_id": "t1",
+		"context": map[string]string{"plan": "team"}, "model": map[string]any{"provider": "echo"}})
+	if r.Status != http.StatusCreated || num(r.JSON["idle_ttl_ms"]) != 600000 {
+		t.Fatalf("POST /sessions: %d %s", r.Status, r.Body)
+	}
+	id := str(r.JSON["session_id"])
+	// Prepared, not persisted: the history list does not show it yet.
+	if l := e.do("GET", "/sessions/history", "", nil); len(l.JSON["sessions"].([]any)) != 0 {
+		t.Errorf("prepared session listed before its first turn: %s", l.Body)
+	}
+	// The first chat with that id skips setup: the prepared skill and scope apply, the
+	// request's are ignored.
+	fs := e.chat("", map[string]any{"message": "refund?", "session_id": id, "skill": "", "scope_id": "other"})
+	if sessionOf(t, fs) != id || len(ofType(fs, "skill_activated")) != 1 {
+		t.Fatalf("first turn: %v", types(fs))
+	}
+	h := e.do("GET", "/sessions/history/"+id, "", nil)
+	if h.JSON["skill"] != "refunds" || h.JSON["scope_id"] != "t1" || num(h.JSON["max_session_tokens"]) != 100000 {
+		t.Errorf("session = %s", h.Body)
+	}
+	if l := e.do("GET", "/sessions/history", "", nil); len(l.JSON["sessions"].([]any)) != 1 {
+		t.Errorf("session not listed after its first turn: %s", l.Body)
+	}
+	if r := e.do("POST", "/sessions", "", map[string]any{"agent": "nobody"}); r.Status != 400 || r.JSON["field"] != "agent" {
+		t.Errorf("bad agent: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("POST", "/sessions", "", map[string]any{"metadata": metadataOf(51, 0, 0)}); r.Status != 400 || r.JSON["field"] != "metadata" {
+		t.Errorf("51 metadata keys: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("POST", "/sessions", "", nil); r.Status != http.StatusCreated {
+		t.Errorf("empty body: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestIdleEviction(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Now: clk.Now})
+	used := sessionOf(t, e.chat("", map[string]any{"message": "hi"}))
+	prepared := str(e.do("POST", "/sessions", "", map[string]any{"skill": ""}).JSON["session_id"])
+	if n := e.rt.LiveSessions(); n != 2 {
+		t.Fatalf("live sessions = %d, want 2", n)
+	}
+	clk.Add(runtime.DefaultIdleTimeout - time.Second)
+	if n := e.rt.EvictIdle(); n != 0 {
+		t.Fatalf("evicted %d sessions before the idle timeout", n)
+	}
+	clk.Add(2 * time.Second)
+	if n := e.rt.EvictIdle(); n != 2 || e.rt.LiveSessions() != 0 {
+		t.Fatalf("evicted %d, %d live; want 2, 0", n, e.rt.LiveSessions())
+	}
+	// A stored session is reloaded on its next request.
+	fs := e.chat("", map[string]any{"message": "back", "session_id": used})
+	if sessionOf(t, fs) != used || text(fs) != "echo: back" {
+		t.Errorf("reload: %v", types(fs))
+	}
+	if h := e.do("GET", "/sessions/history/"+used, "", nil); len(h.JSON["messages"].([]any)) != 4 {
+		t.Errorf("history after reload: %s", h.Body)
+	}
+	// An unused prepared session expired.
+	if r := e.do("GET", "/sessions/history/"+prepared, "", nil); r.Status != 404 {
+		t.Errorf("expired prepared session: %d", r.Status)
+	}
+}
+
+func TestPatchAndDelete(t *testing.T) {
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello")})
+	id := sessionOf(t, e.chat("", map[string]any{"message": "first line\nsecond", "metadata": map[string]string{"screen": "home"}}))
+	h := e.do("GET", "/sessions/history/"+id, "", nil)
+	if h.JSON["title"] != "first line" || h.JSON["status"] != "idle" || h.JSON["agent"] != "default" {
+		t.Errorf("detail = %s", h.Body)
+	}
+	r := e.do("PATCH", "/sessions/history/"+id, "", map[string]any{"title": "Renamed", "metadata": map[string]string{"userId": "u9"}})
+	if r.Status != 200 || r.JSON["title"] != "Renamed" {
+		t.Fatalf("patch: %d %s", r.Status, r.Body)
+	}
+	if m := r.JSON["metadata"].(map[string]any); m["screen"] != "home" || m["userId"] != "u9" {
+		t.Errorf("metadata after patch = %v", m)
+	}
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"title": strings.Repeat("t", 201)}, "title"},
+		{map[string]any{"metadata": metadataOf(1, 65, 0)}, "metadata"},
+		{map[string]any{"metadata": metadataOf(49, 0, 0)}, "metadata"}, // 2 stored + 49 new = 51
+	} {
+		if r := e.do("PATCH", "/sessions/history/"+id, "", c.body); r.Status != 400 || r.JSON["field"] != c.field {
+			t.Errorf("patch %v: %d %s", c.field, r.Status, r.Body)
+		}
+	}
+	if r := e.do("PATCH", "/sessions/history/"+id, "", map[string]any{"title": strings.Repeat("t", 200)}); r.Status != 200 {
+		t.Errorf("title of 200: %d", r.Status)
+	}
+	for _, p := range []string{"PATCH", "DELETE", "GET"} {
+		if r := e.do(p, "/sessions/history/ses_nope", "", map[string]any{}); r.Status != 404 || r.JSON["error"] != "not_found" {
+			t.Errorf("%s missing: %d %s", p, r.Status, r.Body)
+		}
+	}
+	if r := e.do("DELETE", "/sessions/history/"+id, "", nil); r.Status != 204 {
+		t.Fatalf("delete: %d", r.Status)
+	}
+	if r := e.do("GET", "/sessions/history/"+id, "", nil); r.Status != 404 {
+		t.Errorf("read after delete: %d", r.Status)
+	}
+	if r := e.do("DELETE", "/sessions/history/"+id, "", nil); r.Status != 404 {
+		t.Errorf("second delete: %d", r.Status)
+	}
+}
+
+func TestDatabaseSessionsSurviveRestart(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		store := dbstore.New(db)
+		ag := loadAgent(t, "support-desk")
+		first := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store})
+		fs := first.chat("", map[string]any{"message": `/tool load_skill {"name":"refunds"}`, "metadata": map[string]string{"userId": "u1"}})
+		id := sessionOf(t, fs)
+		first.srv.Close()
+		if err := first.rt.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		// A new runtime over the same database resumes the session.
+		second := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store})
+		fs = second.chat("", map[string]any{"message": "and now?", "session_id": id})
+		if sessionOf(t, fs) != id || text(fs) != "echo: and now?" || len(ofType(fs, "warning")) != 0 {
+			t.Fatalf("resume after restart: %v %q", types(fs), text(fs))
+		}
+		h := second.do("GET", "/sessions/history/"+id, "", nil)
+		msgs := h.JSON["messages"].([]any)
+		if len(msgs) != 6 {
+			t.Fatalf("history after restart has %d messages, want 6: %s", len(msgs), h.Body)
+		}
+		if m := msgs[1].(map[string]any); m["role"] != "assistant" || len(m["tool_calls"].([]any)) != 1 {
+			t.Errorf("tool call not kept: %v", m)
+		}
+		if h.JSON["metadata"].(map[string]any)["userId"] != "u1" {
+			t.Errorf("metadata lost: %s", h.Body)
+		}
+		ctx := second.do("GET", "/inspect/context?session_id="+id, "", nil)
+		if c := ctx.JSON["active_skills"].([]any); len(c) != 1 || c[0] != "refunds" {
+			t.Errorf("active skills after restart: %s", ctx.Body)
+		}
+		if u := h.JSON["usage"].(map[string]any); num(u["total_tokens"]) == 0 {
+			t.Errorf("usage not kept: %v", u)
+		}
+		// Another agent's runtime on the same database does not see it.
+		third := start(t, runtime.Options{Agent: ag, AgentID: "ag_other", Sessions: store})
+		if r := third.do("GET", "/sessions/history/"+id, "", nil); r.Status != 404 {
+			t.Errorf("other agent reads the session: %d", r.Status)
+		}
+		if l := third.do("GET", "/sessions/history", "", nil); len(l.JSON["sessions"].([]any)) != 0 {
+			t.Errorf("other agent lists the session: %s", l.Body)
+		}
+	})
+}

@@ -1,0 +1,327 @@
+package runtime
+
+import (
+	"errors"
+	"maps"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"svc/auth"
+	"svc/runner/models"
+	"svc/runner/sessions"
+)
+
+// prepareBody is the body of POST /sessions (spec §4.3).
+type prepareBody struct {
+	Agent            string            `json:"agent"`
+	Skill            string            `json:"skill"`
+	DeployID         string            `json:"deploy_id"`
+	MaxSessionTokens *int64            `json:"max_session_tokens"`
+	Model            *modelChoice      `json:"model"`
+	ScopeID          string            `json:"scope_id"`
+	Context          map[string]string `json:"context"`
+	Metadata         map[string]string `json:"metadata"`
+}
+
+// prepareSession serves POST /sessions: a live session, stored at its first turn.
+func (rt *Runtime) prepareSession(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var body prepareBody
+	if r.ContentLength != 0 {
+		if err := readJSON(w, r, &body); err != nil {
+			return err
+		}
+	}
+	if err := checkCommon(body.ScopeID, body.Metadata, body.Model, body.MaxSessionTokens); err != nil {
+		return err
+	}
+	agentName, _, err := rt.resolveProfile(body.Agent, body.Skill)
+	if err != nil {
+		return err
+	}
+	s := rt.newSession(newSessionID(), c, sessionFields{
+		scopeID: body.ScopeID, agent: agentName, skill: body.Skill, deployID: body.DeployID,
+		model: body.Model, maxTokens: body.MaxSessionTokens, context: body.Context, metadata: body.Metadata,
+	})
+	rt.insert(&liveSession{s: s, lastUsed: rt.now()})
+	writeJSON(w, http.StatusCreated, map[string]any{"session_id": s.ID, "idle_ttl_ms": rt.idle.Milliseconds()})
+	return nil
+}
+
+// historyItem is a session in history answers (CONTRACT §6).
+type historyItem struct {
+	SessionID string            `json:"session_id"`
+	Title     string            `json:"title"`
+	ScopeID   string            `json:"scope_id"`
+	Agent     string            `json:"agent"`
+	Skill     string            `json:"skill"`
+	Owner     string            `json:"owner"`
+	Status    string            `json:"status"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+	Metadata  map[string]string `json:"metadata"`
+	Usage     *usageBody        `json:"usage,omitempty"`
+	Model     *sessions.Model   `json:"model,omitempty"`
+	Budget    int               `json:"max_session_tokens,omitempty"`
+	Messages  []historyMessage  `json:"messages,omitempty"`
+}
+
+type usageBody struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	CachedTokens int `json:"cached_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+// historyMessage is one message of a history detail. Attachment bytes are not sent back.
+type historyMessage struct {
+	Seq         int                `json:"seq"`
+	Role        string             `json:"role"`
+	Content     string             `json:"content"`
+	Thinking    string             `json:"thinking,omitempty"`
+	ToolCalls   []models.ToolCall  `json:"tool_calls,omitempty"`
+	ToolCallID  string             `json:"tool_call_id,omitempty"`
+	ToolName    string             `json:"tool_name,omitempty"`
+	IsError     bool               `json:"is_error,omitempty"`
+	Interrupted bool               `json:"interrupted,omitempty"`
+	Attachments []attachmentDigest `json:"attachments,omitempty"`
+	At          time.Time          `json:"at"`
+}
+
+type attachmentDigest struct {
+	MimeType string `json:"mimeType"`
+	Filename string `json:"filename,omitempty"`
+	Size     int    `json:"size"`
+}
+
+func item(s *sessions.Session, detail bool) historyItem {
+	it := historyItem{
+		SessionID: s.ID, Title: s.Title, ScopeID: s.ScopeID, Agent: s.Agent, Skill: s.Skill, Owner: s.Owner,
+		Status: s.Status, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, Metadata: s.Metadata,
+	}
+	if it.Metadata == nil {
+		it.Metadata = map[string]string{}
+	}
+	if !detail {
+		return it
+	}
+	it.Usage = &usageBody{s.Usage.InputTokens, s.Usage.OutputTokens, s.Usage.CachedTokens, s.Usage.Total()}
+	if !s.Model.IsZero() {
+		m := s.Model
+		it.Model = &m
+	}
+	it.Budget = s.MaxSessionTokens
+	it.Messages = make([]historyMessage, 0, len(s.Messages))
+	for i, e := range s.Messages {
+		hm := historyMessage{
+			Seq: i, Role: string(e.Role), Content: e.Content, Thinking: e.Thinking, ToolCalls: e.ToolCalls,
+			ToolCallID: e.ToolCallID, ToolName: e.ToolName, IsError: e.IsError, Interrupted: e.Interrupted, At: e.At,
+		}
+		for _, p := range e.Parts {
+			hm.Attachments = append(hm.Attachments, attachmentDigest{p.MimeType, p.Filename, len(p.Data)})
+		}
+		it.Messages = append(it.Messages, hm)
+	}
+	return it
+}
+
+// listHistory serves GET /sessions/history: up to 500 rows, then ownership filtering (spec
+// §4.6 rule 4: fewer visible sessions can be returned even when more accessible ones exist).
+func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
+	scope := r.URL.Query().Get("scope_id")
+	if c.scope != "" {
+		scope = c.scope // the claim overrides the query
+	}
+	list, err := rt.store.List(r.Context(), sessions.Query{AgentID: rt.opts.AgentID, ScopeID: scope, Limit: sessions.DefaultListLimit})
+	if err != nil {
+		return err
+	}
+	items := make([]historyItem, 0, len(list))
+	for _, s := range list {
+		if c.sees(s) {
+			items = append(items, item(s, false))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": items})
+	return nil
+}
+
+// visible returns the session id for a read, update or delete: 404 when it is missing or
+// hidden from c, the same answer for both (rule 2).
+func (rt *Runtime) visible(r *http.Request, c *caller) (*liveSession, error) {
+	id := r.PathValue("id")
+	if checkSessionID("id", id) != nil {
+		return nil, apiErr(CodeNotFound)
+	}
+	l, err := rt.lookup(r.Context(), id)
+	if errors.Is(err, sessions.ErrNotFound) {
+		return nil, apiErr(CodeNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	ok := c.sees(l.s)
+	l.mu.Unlock()
+	if !ok {
+		return nil, apiErr(CodeNotFound)
+	}
+	return l, nil
+}
+
+// getHistory serves GET /sessions/history/{id}.
+func (rt *Runtime) getHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
+	l, err := rt.visible(r, c)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	it := item(l.s.Clone(), true)
+	l.mu.Unlock()
+	writeJSON(w, http.StatusOK, it)
+	return nil
+}
+
+// checkStored checks ownership of the stored record too: update and delete check both live
+// and persisted ownership (rule 2).
+func (rt *Runtime) checkStored(r *http.Request, c *caller, l *liveSession) error {
+	l.mu.Lock()
+	persisted, id := l.persisted, l.s.ID
+	l.mu.Unlock()
+	if !persisted {
+		return nil
+	}
+	stored, err := rt.store.Load(r.Context(), id)
+	if errors.Is(err, sessions.ErrNotFound) {
+		return nil // deleted meanwhile; the live copy decided
+	}
+	if err != nil {
+		return err
+	}
+	if !c.sees(stored) {
+		return apiErr(CodeNotFound)
+	}
+	return nil
+}
+
+type patchBody struct {
+	Title    *string           `json:"title"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+// patchHistory serves PATCH /sessions/history/{id}: title and metadata (latest value per key).
+func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var body patchBody
+	if err := readJSON(w, r, &body); err != nil {
+		return err
+	}
+	if body.Title != nil && utf8.RuneCountInString(*body.Title) > MaxTitleLen {
+		return invalid("title", "at most %d characters", MaxTitleLen)
+	}
+	if err := checkMetadata("metadata", body.Metadata); err != nil {
+		return err
+	}
+	l, err := rt.visible(r, c)
+	if err != nil {
+		return err
+	}
+	if err := rt.checkStored(r, c, l); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	merged := maps.Clone(l.s.Metadata)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, body.Metadata)
+	if len(merged) > MaxMetadataKeys {
+		l.mu.Unlock()
+		return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
+	}
+	l.s.Metadata = merged
+	if body.Title != nil {
+		l.s.Title = *body.Title
+	}
+	l.s.UpdatedAt = rt.now()
+	l.lastUsed = rt.now()
+	persisted := l.persisted
+	l.mu.Unlock()
+	if persisted { // a prepared session is stored at its first turn, with these changes
+		if err := rt.persist(r.Context(), l); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	it := item(l.s.Clone(), false)
+	l.mu.Unlock()
+	writeJSON(w, http.StatusOK, it)
+	return nil
+}
+
+// deleteHistory serves DELETE /sessions/history/{id}; a session whose turn runs is 409.
+func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
+	l, err := rt.visible(r, c)
+	if err != nil {
+		return err
+	}
+	if err := rt.checkStored(r, c, l); err != nil {
+		return err
+	}
+	release, err := rt.locker.TryLock(r.Context(), l.s.ID)
+	if errors.Is(err, sessions.ErrLocked) {
+		return apiErr(CodeTurnInProgress)
+	}
+	if err != nil {
+		return err
+	}
+	defer release()
+	l.mu.Lock()
+	id, persisted := l.s.ID, l.persisted
+	l.mu.Unlock()
+	rt.forget(id)
+	if persisted {
+		if err := rt.store.Delete(r.Context(), id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
+			return err
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// pendingApprovals serves GET /sessions/pending-approvals. Confirmation and durable tools are
+// not part of this runtime yet, so no session can be waiting for an answer.
+func (rt *Runtime) pendingApprovals(w http.ResponseWriter, r *http.Request, c *caller) error {
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": []historyItem{}})
+	return nil
+}
+
+type queueBody struct {
+	Message *string `json:"message"`
+}
+
+// queueMessage serves POST /chat/sessions/{id}/messages: a message into the running turn,
+// which the loop reads between steps (202), or 409 no_active_turn.
+func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var body queueBody
+	if err := readJSON(w, r, &body); err != nil {
+		return err
+	}
+	if body.Message == nil || *body.Message == "" {
+		return invalid("message", "is required")
+	}
+	if n := utf8.RuneCountInString(*body.Message); n > MaxQueuedLen {
+		return invalid("message", "%d characters; at most %d", n, MaxQueuedLen)
+	}
+	l, err := rt.visible(r, c)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	q := l.queue
+	l.mu.Unlock()
+	if q == nil || !q.Push(models.Message{Role: models.RoleUser, Content: *body.Message}) {
+		return apiErr(CodeNoActiveTurn)
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"status": "queued", "message_id": auth.NewID("msg_")})
+	return nil
+}

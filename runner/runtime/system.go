@@ -1,0 +1,192 @@
+package runtime
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"svc/runner/loop"
+	"svc/runner/sse"
+)
+
+// health serves GET /health (CONTRACT §6). It needs no credentials.
+func (rt *Runtime) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{
+		"status": "ok", "deployId": rt.opts.DeployID, "agent": rt.ag.Config.Name, "version": rt.opts.Version,
+	})
+}
+
+type namedText struct {
+	Name string `json:"name"`
+	Text string `json:"description"`
+}
+
+// inspectContext serves GET /inspect/context: the compiled system prompt, the tools, the
+// active skills and the loaded knowledge. With ?session_id= it shows that session (its
+// context filled in); otherwise the agent (?agent=, ?skill=) with its templates unfilled.
+func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *caller) error {
+	q := r.URL.Query()
+	out := map[string]any{}
+	var prof *profile
+	var agentName string
+	active, loaded := []string{}, []string{}
+	if id := q.Get("session_id"); id != "" {
+		r.SetPathValue("id", id)
+		l, err := rt.visible(r, c)
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		s := l.s.Clone()
+		l.mu.Unlock()
+		prof = rt.sessionProfile(s)
+		agentName = s.Agent
+		out["session_id"] = s.ID
+		out["system_prompt"] = loop.Fill(prof.prompt, s.Context)
+		active = append(active, s.State.ActiveSkills...)
+		loaded = append(loaded, s.State.LoadedKnowledge...)
+		out["compacted"] = s.State.Summary != ""
+		out["messages"] = len(s.Messages)
+		out["messages_in_context"] = len(s.Messages) - min(s.State.SummaryUpTo, len(s.Messages))
+	} else {
+		var err error
+		agentName, prof, err = rt.resolveProfile(q.Get("agent"), q.Get("skill"))
+		if err != nil {
+			return err
+		}
+		out["system_prompt"] = prof.prompt
+		if prof.skill != nil {
+			active = append(active, prof.skill.Name)
+		}
+	}
+	knowledge := []namedText{}
+	for _, k := range prof.sel.Knowledge {
+		knowledge = append(knowledge, namedText{k.Name, k.Description})
+	}
+	skills := []namedText{}
+	for _, s := range prof.sel.Skills {
+		skills = append(skills, namedText{s.Name, s.Trigger})
+	}
+	toolNames := prof.sel.Set.Names()
+	if toolNames == nil {
+		toolNames = []string{}
+	}
+	omitted := prof.sel.Omitted
+	if omitted == nil {
+		omitted = []string{}
+	}
+	out["agent"] = agentName
+	out["tools"] = toolNames
+	out["omitted"] = omitted
+	out["knowledge"] = knowledge
+	out["skills"] = skills
+	out["active_skills"] = active
+	out["loaded_knowledge"] = loaded
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// inspectConnection serves GET /inspect/connections/{name}: the connection's spec with its
+// base URL resolved and every credential shown as its env: name only, never its value.
+func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, c *caller) error {
+	name := r.PathValue("name")
+	conn := rt.ag.Connections[name]
+	if conn == nil {
+		return &APIError{Code: CodeNotFound, Message: "no connection " + name}
+	}
+	spec := map[string]any{"format": conn.Spec.Format, "testPath": conn.Spec.TestPath}
+	base := conn.Spec.BaseURL
+	if ref, ok := strings.CutPrefix(base, "env:"); ok {
+		spec["baseUrlRef"] = base
+		v, set := rt.env(ref)
+		spec["baseUrl"] = v
+		spec["baseUrlSet"] = set
+	} else {
+		spec["baseUrl"] = base
+	}
+	if a := conn.Spec.Auth; a != nil {
+		creds := func(m map[string]string) []map[string]any {
+			out := []map[string]any{}
+			for _, k := range sortedKeys(m) {
+				ref := m[k]
+				entry := map[string]any{"name": k, "value": ref}
+				if v, ok := strings.CutPrefix(ref, "env:"); ok {
+					_, set := rt.env(v)
+					entry["set"] = set
+				} else {
+					entry["value"] = "(literal value hidden)"
+				}
+				out = append(out, entry)
+			}
+			return out
+		}
+		spec["auth"] = map[string]any{"headers": creds(a.Headers), "query": creds(a.Query)}
+	}
+	out := map[string]any{"name": conn.Name, "spec": spec, "surface": conn.Surface}
+	if conn.Policy != nil {
+		out["policy"] = conn.Policy
+	}
+	if conn.Access != nil {
+		out["access"] = conn.Access
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (rt *Runtime) env(name string) (string, bool) {
+	if rt.opts.Env == nil {
+		return "", false
+	}
+	return rt.opts.Env(name)
+}
+
+// Publish sends f to every subscriber of GET /api/events (session_updated, for durable
+// sessions). Slow subscribers miss frames rather than slow the publisher.
+func (rt *Runtime) Publish(f *sse.Frame) { rt.bus.publish(f) }
+
+// heartbeat keeps idle event streams open through proxies.
+const heartbeat = 25 * time.Second
+
+// events serves GET /api/events: the runtime's event bus as SSE, until the client leaves or
+// the runtime closes. A token with a scope claim only sees its scope's sessions.
+func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) error {
+	sub := rt.bus.subscribe()
+	defer rt.bus.unsubscribe(sub)
+	sw := sse.NewWriter(w)
+	sw.Now = rt.now
+	if err := sw.Start(); err != nil {
+		return nil // the client is gone
+	}
+	t := time.NewTicker(heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-rt.done:
+			return nil
+		case <-t.C:
+			if sw.Comment("ping") != nil {
+				return nil
+			}
+		case f := <-sub:
+			if f.SessionID != "" && c.scope != "" && !rt.inScope(r, f.SessionID, c) {
+				continue
+			}
+			if sw.Write(&f) != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// inScope reports whether the session of an event is visible to c.
+func (rt *Runtime) inScope(r *http.Request, id string, c *caller) bool {
+	l, err := rt.lookup(r.Context(), id)
+	if err != nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return c.sees(l.s)
+}

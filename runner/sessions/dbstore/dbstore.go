@@ -1,0 +1,236 @@
+// Package dbstore keeps sessions in the platform database (SQLite or Postgres, tables of
+// migration 00003), so that a session survives a runtime restart and can be served by any
+// runner.
+package dbstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"svc/runner/sessions"
+)
+
+// Store is a sessions.Store over a migrated gorm database.
+type Store struct {
+	db *gorm.DB
+}
+
+var _ sessions.Store = (*Store)(nil)
+
+// New returns a store over db, which must carry migration 00003.
+func New(db *gorm.DB) *Store { return &Store{db: db} }
+
+type sessionRow struct {
+	ID               string `gorm:"primaryKey"`
+	AgentID          string
+	Owner            string
+	ScopeID          string
+	Agent            string
+	Skill            string
+	DeployID         string
+	Model            string
+	MaxSessionTokens int64
+	TokensUsed       int64
+	InputTokens      int64
+	OutputTokens     int64
+	CachedTokens     int64
+	Title            string
+	Status           string
+	Metadata         string
+	Context          string
+	State            string
+	CreatedAt        time.Time `gorm:"autoCreateTime:false"`
+	UpdatedAt        time.Time `gorm:"autoUpdateTime:false"`
+}
+
+func (sessionRow) TableName() string { return "sessions" }
+
+type messageRow struct {
+	SessionID string `gorm:"primaryKey"`
+	Seq       int    `gorm:"primaryKey"`
+	Role      string
+	Payload   string
+	CreatedAt time.Time `gorm:"autoCreateTime:false"`
+}
+
+func (messageRow) TableName() string { return "session_messages" }
+
+// Load implements sessions.Store.
+func (st *Store) Load(ctx context.Context, id string) (*sessions.Session, error) {
+	var row sessionRow
+	err := st.db.WithContext(ctx).Where("id = ?", id).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, sessions.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load session: %w", err)
+	}
+	s, err := fromRow(&row)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []messageRow
+	if err := st.db.WithContext(ctx).Where("session_id = ?", id).Order("seq").Find(&msgs).Error; err != nil {
+		return nil, fmt.Errorf("load session messages: %w", err)
+	}
+	s.Messages = make([]sessions.Entry, 0, len(msgs))
+	for i := range msgs {
+		var e sessions.Entry
+		if err := json.Unmarshal([]byte(msgs[i].Payload), &e); err != nil {
+			return nil, fmt.Errorf("load session %s message %d: %w", id, msgs[i].Seq, err)
+		}
+		s.Messages = append(s.Messages, e)
+	}
+	return s, nil
+}
+
+// Save implements sessions.Store: the record and the new messages in one transaction.
+func (st *Store) Save(ctx context.Context, s *sessions.Session, from int) error {
+	row, err := toRow(s)
+	if err != nil {
+		return err
+	}
+	from = max(from, 0)
+	msgs := make([]messageRow, 0, max(len(s.Messages)-from, 0))
+	for i := from; i < len(s.Messages); i++ {
+		e := &s.Messages[i]
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("save session %s message %d: %w", s.ID, i, err)
+		}
+		msgs = append(msgs, messageRow{SessionID: s.ID, Seq: i, Role: string(e.Role), Payload: string(payload), CreatedAt: e.At.UTC()})
+	}
+	err = st.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(row).Error; err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(msgs, 200).Error
+	})
+	if err != nil {
+		return fmt.Errorf("save session: %w", err)
+	}
+	return nil
+}
+
+// List implements sessions.Store.
+func (st *Store) List(ctx context.Context, q sessions.Query) ([]*sessions.Session, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = sessions.DefaultListLimit
+	}
+	tx := st.db.WithContext(ctx).Where("agent_id = ?", q.AgentID)
+	if q.ScopeID != "" {
+		tx = tx.Where("scope_id = ?", q.ScopeID)
+	}
+	var rows []sessionRow
+	if err := tx.Order("updated_at DESC").Order("id").Limit(limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	out := make([]*sessions.Session, 0, len(rows))
+	for i := range rows {
+		s, err := fromRow(&rows[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Delete implements sessions.Store.
+func (st *Store) Delete(ctx context.Context, id string) error {
+	var n int64
+	err := st.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("session_id = ?", id).Delete(&messageRow{}).Error; err != nil {
+			return err
+		}
+		res := tx.Where("id = ?", id).Delete(&sessionRow{})
+		n = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	if n == 0 {
+		return sessions.ErrNotFound
+	}
+	return nil
+}
+
+func toRow(s *sessions.Session) (*sessionRow, error) {
+	model, err := json.Marshal(s.Model)
+	if err != nil {
+		return nil, fmt.Errorf("save session %s: model: %w", s.ID, err)
+	}
+	meta, err := marshalMap(s.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("save session %s: metadata: %w", s.ID, err)
+	}
+	ctxJSON, err := marshalMap(s.Context)
+	if err != nil {
+		return nil, fmt.Errorf("save session %s: context: %w", s.ID, err)
+	}
+	state, err := json.Marshal(s.State)
+	if err != nil {
+		return nil, fmt.Errorf("save session %s: state: %w", s.ID, err)
+	}
+	status := s.Status
+	if status == "" {
+		status = sessions.StatusIdle
+	}
+	return &sessionRow{
+		ID: s.ID, AgentID: s.AgentID, Owner: s.Owner, ScopeID: s.ScopeID, Agent: s.Agent, Skill: s.Skill,
+		DeployID: s.DeployID, Model: string(model), MaxSessionTokens: int64(s.MaxSessionTokens),
+		TokensUsed: int64(s.Usage.Total()), InputTokens: int64(s.Usage.InputTokens),
+		OutputTokens: int64(s.Usage.OutputTokens), CachedTokens: int64(s.Usage.CachedTokens),
+		Title: s.Title, Status: status, Metadata: meta, Context: ctxJSON, State: string(state),
+		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
+	}, nil
+}
+
+func fromRow(r *sessionRow) (*sessions.Session, error) {
+	s := &sessions.Session{
+		ID: r.ID, AgentID: r.AgentID, Owner: r.Owner, ScopeID: r.ScopeID, Agent: r.Agent, Skill: r.Skill,
+		DeployID: r.DeployID, MaxSessionTokens: int(r.MaxSessionTokens),
+		Usage: sessions.Usage{InputTokens: int(r.InputTokens), OutputTokens: int(r.OutputTokens), CachedTokens: int(r.CachedTokens)},
+		Title: r.Title, Status: r.Status, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+	if err := json.Unmarshal([]byte(r.Model), &s.Model); err != nil {
+		return nil, fmt.Errorf("load session %s: model: %w", r.ID, err)
+	}
+	if err := unmarshalMap(r.Metadata, &s.Metadata); err != nil {
+		return nil, fmt.Errorf("load session %s: metadata: %w", r.ID, err)
+	}
+	if err := unmarshalMap(r.Context, &s.Context); err != nil {
+		return nil, fmt.Errorf("load session %s: context: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(r.State), &s.State); err != nil {
+		return nil, fmt.Errorf("load session %s: state: %w", r.ID, err)
+	}
+	return s, nil
+}
+
+func marshalMap(m map[string]string) (string, error) {
+	if len(m) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+func unmarshalMap(s string, m *map[string]string) error {
+	if s == "" || s == "{}" {
+		*m = nil
+		return nil
+	}
+	return json.Unmarshal([]byte(s), m)
+}

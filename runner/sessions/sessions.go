@@ -1,0 +1,145 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	"svc/runner/models"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNotFound is returned for a session that does not exist (or was deleted).
+	ErrNotFound = errors.New("sessions: session not found")
+	// ErrLocked is returned by Locker.TryLock when another turn holds the session.
+	ErrLocked = errors.New("sessions: session is locked")
+)
+
+// Session statuses.
+const (
+	StatusIdle    = "idle"
+	StatusRunning = "running"
+)
+
+// Session is one chat conversation. The Store owns its copy: values returned by a Store may be
+// changed freely by the caller, except the entries of Messages, which are shared and must be
+// treated as read-only (the history is append-only).
+type Session struct {
+	ID      string
+	AgentID string // platform agent the session belongs to; "" under svc dev
+	Owner   string // verified user id of the creator; "" when shared
+	ScopeID string
+	Agent   string // named agent under agents/; "" for the unscoped default chat
+	Skill   string // skill of a skill-scoped session
+	// DeployID is the deployment that served the session's first turn (a hint only).
+	DeployID string
+	// Model is the model the request chose for the session; zero means the agent's default.
+	Model Model
+	// MaxSessionTokens is the cumulative token budget; 0 means none.
+	MaxSessionTokens int
+	Usage            Usage
+	Title            string
+	Status           string
+	// Metadata holds the latest value of each metadata key (spec §2.6). It never reaches the
+	// model, tools or templates.
+	Metadata map[string]string
+	// Context holds the app facts for prompt templates of the latest request that sent some.
+	Context   map[string]string
+	State     State
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// Messages is the whole history, oldest first; an entry's index is its sequence number.
+	// Store.List leaves it nil.
+	Messages []Entry
+}
+
+// Model is a model chosen by a chat request: {provider, model, effort?}.
+type Model struct {
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	Effort   string `json:"effort,omitempty"`
+}
+
+// IsZero reports whether no model was chosen.
+func (m Model) IsZero() bool { return m == Model{} }
+
+// Usage counts the tokens a session spent.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// Total is what the budget counts: input plus output tokens.
+func (u Usage) Total() int { return u.InputTokens + u.OutputTokens }
+
+// State is what the runtime keeps about a session besides its history.
+type State struct {
+	// ActiveSkills are the skills loaded so far (by load_skill or a skill-scoped start), in order.
+	ActiveSkills []string `json:"active_skills,omitempty"`
+	// LoadedKnowledge are the knowledge documents read so far, in order.
+	LoadedKnowledge []string `json:"loaded_knowledge,omitempty"`
+	// Summary replaces Messages[:SummaryUpTo] in what the model sees (compaction, spec §8).
+	Summary     string `json:"summary,omitempty"`
+	SummaryUpTo int    `json:"summary_up_to,omitempty"`
+}
+
+// Entry is one message of the history.
+type Entry struct {
+	models.Message
+	At time.Time `json:"at"`
+	// Interrupted marks the last message of a turn that was cancelled (client disconnect):
+	// what the model produced until then, possibly nothing.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Clone returns a copy of s whose maps and State slices are its own. Messages keeps the same
+// entries, with its capacity clipped, so that appending to either copy never shows in the other.
+func (s *Session) Clone() *Session {
+	c := *s
+	c.Metadata = maps.Clone(s.Metadata)
+	c.Context = maps.Clone(s.Context)
+	c.State.ActiveSkills = append([]string(nil), s.State.ActiveSkills...)
+	c.State.LoadedKnowledge = append([]string(nil), s.State.LoadedKnowledge...)
+	if s.Messages != nil {
+		c.Messages = s.Messages[:len(s.Messages):len(s.Messages)]
+	}
+	return &c
+}
+
+// Query selects sessions for a history list.
+type Query struct {
+	AgentID string // required match ("" matches sessions of svc dev)
+	ScopeID string // "" matches every scope
+	Limit   int    // at most this many, newest UpdatedAt first; 0 means DefaultListLimit
+}
+
+// DefaultListLimit is the most rows a history list fetches (spec §8).
+const DefaultListLimit = 500
+
+// Store keeps sessions and their history.
+//
+// Implementations are safe for concurrent use. Callers serialise writes to one session (the
+// turn lock does); a Save racing another Save of the same session keeps the later record.
+type Store interface {
+	// Load returns the session with its whole history, or ErrNotFound.
+	Load(ctx context.Context, id string) (*Session, error)
+	// Save creates or replaces the session record and appends s.Messages[from:] to its history
+	// (entries whose sequence number is already stored are kept as they are). from may equal
+	// len(s.Messages) to save the record alone.
+	Save(ctx context.Context, s *Session, from int) error
+	// List returns the sessions q selects, without their messages, newest UpdatedAt first.
+	List(ctx context.Context, q Query) ([]*Session, error)
+	// Delete removes the session and its history; ErrNotFound when it does not exist.
+	Delete(ctx context.Context, id string) error
+}
+
+// Locker grants one turn at a time per session. The in-process implementation is
+// memstore.Locks; one shared by several runners (Redis) can replace it.
+type Locker interface {
+	// TryLock takes the lock of session id without waiting. It returns a release function, or
+	// ErrLocked when the lock is held. release is safe to call more than once.
+	TryLock(ctx context.Context, id string) (release func(), err error)
+}

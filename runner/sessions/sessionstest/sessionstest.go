@@ -1,0 +1,261 @@
+// Package sessionstest is the conformance suite every sessions.Store passes (STYLE 31): the
+// in-memory store and the database store on SQLite and Postgres run the same tests.
+package sessionstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"svc/runner/models"
+	"svc/runner/sessions"
+)
+
+// Run runs the suite; newStore returns an empty store for each subtest.
+func Run(t *testing.T, newStore func(t *testing.T) sessions.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, st sessions.Store)
+	}{
+		{"LoadMissing", testLoadMissing},
+		{"RoundTrip", testRoundTrip},
+		{"AppendOnly", testAppendOnly},
+		{"CopiesAreIndependent", testCopies},
+		{"List", testList},
+		{"ListLimit", testListLimit},
+		{"Delete", testDelete},
+		{"Concurrent", testConcurrent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
+	}
+}
+
+// base is a fixed instant; stores keep at least millisecond precision.
+var base = time.Date(2026, 5, 6, 7, 8, 9, 123_000_000, time.UTC)
+
+func sample(id string) *sessions.Session {
+	return &sessions.Session{
+		ID: id, AgentID: "ag1", Owner: "u1", ScopeID: "tenant-a", Agent: "default", Skill: "refunds",
+		DeployID: "d1", Model: sessions.Model{Provider: "openai", Model: "gpt-4o", Effort: "low"},
+		MaxSessionTokens: 1000, Usage: sessions.Usage{InputTokens: 10, OutputTokens: 5, CachedTokens: 2},
+		Title: "Refund please", Status: sessions.StatusIdle,
+		Metadata:  map[string]string{"userId": "u1", "screen": "home"},
+		Context:   map[string]string{"plan": "team"},
+		State:     sessions.State{ActiveSkills: []string{"refunds"}, LoadedKnowledge: []string{"plans"}, Summary: "earlier", SummaryUpTo: 1},
+		CreatedAt: base, UpdatedAt: base.Add(time.Second),
+		Messages: []sessions.Entry{
+			{Message: models.Message{Role: models.RoleUser, Content: "I want a refund"}, At: base},
+			{Message: models.Message{Role: models.RoleAssistant, Content: "Let me check", Thinking: "hm",
+				ToolCalls: []models.ToolCall{{ID: "c1", Name: "load_knowledge", Arguments: json.RawMessage(`{"name":"plans"}`)}}}, At: base},
+			{Message: models.Message{Role: models.RoleTool, ToolCallID: "c1", ToolName: "load_knowledge", Content: "# Plans", IsError: true}, At: base},
+			{Message: models.Message{Role: models.RoleAssistant, Content: "part"}, At: base, Interrupted: true},
+		},
+	}
+}
+
+func mustSave(t *testing.T, st sessions.Store, s *sessions.Session, from int) {
+	t.Helper()
+	if err := st.Save(context.Background(), s, from); err != nil {
+		t.Fatalf("Save(%s, %d): %v", s.ID, from, err)
+	}
+}
+
+func mustLoad(t *testing.T, st sessions.Store, id string) *sessions.Session {
+	t.Helper()
+	s, err := st.Load(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", id, err)
+	}
+	return s
+}
+
+func testLoadMissing(t *testing.T, st sessions.Store) {
+	if _, err := st.Load(context.Background(), "nope"); !errors.Is(err, sessions.ErrNotFound) {
+		t.Fatalf("Load(missing) err = %v, want ErrNotFound", err)
+	}
+}
+
+func testRoundTrip(t *testing.T, st sessions.Store) {
+	want := sample("s1")
+	mustSave(t, st, want, 0)
+	got := mustLoad(t, st, "s1")
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("Load after Save (-want +got):\n%s", d)
+	}
+}
+
+func testAppendOnly(t *testing.T, st sessions.Store) {
+	s := sample("s1")
+	s.Messages = s.Messages[:2]
+	mustSave(t, st, s, 0)
+	// Record only.
+	s.Title = "renamed"
+	s.Metadata["screen"] = "billing"
+	mustSave(t, st, s, len(s.Messages))
+	// Two more entries; from=1 re-sends one that is stored already: it is kept, not duplicated.
+	s.Messages = sample("s1").Messages
+	s.Usage.InputTokens = 99
+	mustSave(t, st, s, 1)
+	got := mustLoad(t, st, "s1")
+	if d := cmp.Diff(s, got); d != "" {
+		t.Fatalf("Load (-want +got):\n%s", d)
+	}
+}
+
+func testCopies(t *testing.T, st sessions.Store) {
+	s := sample("s1")
+	mustSave(t, st, s, 0)
+	s.Metadata["screen"] = "changed-after-save"
+	s.State.ActiveSkills[0] = "changed"
+	got := mustLoad(t, st, "s1")
+	if got.Metadata["screen"] != "home" || got.State.ActiveSkills[0] != "refunds" {
+		t.Fatalf("store shares maps with the saved value: %v %v", got.Metadata, got.State.ActiveSkills)
+	}
+	got.Metadata["screen"] = "changed-after-load"
+	got.Messages = append(got.Messages, sessions.Entry{Message: models.Message{Role: models.RoleUser, Content: "x"}})
+	again := mustLoad(t, st, "s1")
+	if again.Metadata["screen"] != "home" || len(again.Messages) != 4 {
+		t.Fatalf("store shares state with a loaded value: %v, %d messages", again.Metadata, len(again.Messages))
+	}
+}
+
+func testList(t *testing.T, st sessions.Store) {
+	for i, c := range []struct{ id, agent, scope string }{
+		{"a", "ag1", "t1"}, {"b", "ag1", "t2"}, {"c", "ag1", "t1"}, {"d", "ag2", "t1"},
+	} {
+		s := sample(c.id)
+		s.AgentID, s.ScopeID = c.agent, c.scope
+		s.UpdatedAt = base.Add(time.Duration(i) * time.Minute)
+		mustSave(t, st, s, 0)
+	}
+	ids := func(q sessions.Query) []string {
+		list, err := st.List(context.Background(), q)
+		if err != nil {
+			t.Fatalf("List(%+v): %v", q, err)
+		}
+		out := []string{}
+		for _, s := range list {
+			if s.Messages != nil {
+				t.Errorf("List returned messages for %s", s.ID)
+			}
+			out = append(out, s.ID)
+		}
+		return out
+	}
+	if d := cmp.Diff([]string{"c", "b", "a"}, ids(sessions.Query{AgentID: "ag1"})); d != "" {
+		t.Errorf("List(ag1) (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"c", "a"}, ids(sessions.Query{AgentID: "ag1", ScopeID: "t1"})); d != "" {
+		t.Errorf("List(ag1, t1) (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"c"}, ids(sessions.Query{AgentID: "ag1", Limit: 1})); d != "" {
+		t.Errorf("List(limit 1) (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{}, ids(sessions.Query{AgentID: "other"})); d != "" {
+		t.Errorf("List(other) (-want +got):\n%s", d)
+	}
+	list, err := st.List(context.Background(), sessions.Query{AgentID: "ag2"})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("List(ag2) = %v, %v", list, err)
+	}
+	want := sample("d")
+	want.AgentID, want.ScopeID, want.UpdatedAt, want.Messages = "ag2", "t1", base.Add(3*time.Minute), nil
+	if d := cmp.Diff(want, list[0]); d != "" {
+		t.Errorf("List item (-want +got):\n%s", d)
+	}
+}
+
+func testListLimit(t *testing.T, st sessions.Store) {
+	// Saved from a few goroutines: a database store takes a round trip per Save.
+	const workers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < sessions.DefaultListLimit+3; i += workers {
+				s := sample(fmt.Sprintf("s%04d", i))
+				s.Messages = nil
+				s.UpdatedAt = base.Add(time.Duration(i) * time.Second)
+				if err := st.Save(context.Background(), s, 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	list, err := st.List(context.Background(), sessions.Query{AgentID: "ag1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != sessions.DefaultListLimit {
+		t.Fatalf("List without limit returned %d sessions, want %d", len(list), sessions.DefaultListLimit)
+	}
+	if list[0].ID != fmt.Sprintf("s%04d", sessions.DefaultListLimit+2) {
+		t.Errorf("newest first: got %s", list[0].ID)
+	}
+}
+
+func testDelete(t *testing.T, st sessions.Store) {
+	mustSave(t, st, sample("s1"), 0)
+	mustSave(t, st, sample("s2"), 0)
+	if err := st.Delete(context.Background(), "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(context.Background(), "s1"); !errors.Is(err, sessions.ErrNotFound) {
+		t.Fatalf("Load after Delete err = %v, want ErrNotFound", err)
+	}
+	if err := st.Delete(context.Background(), "s1"); !errors.Is(err, sessions.ErrNotFound) {
+		t.Fatalf("second Delete err = %v, want ErrNotFound", err)
+	}
+	mustLoad(t, st, "s2")
+	// A deleted id can be used again, with a fresh history.
+	s := sample("s1")
+	s.Messages = s.Messages[:1]
+	mustSave(t, st, s, 0)
+	if got := mustLoad(t, st, "s1"); len(got.Messages) != 1 {
+		t.Fatalf("recreated session has %d messages, want 1", len(got.Messages))
+	}
+}
+
+func testConcurrent(t *testing.T, st sessions.Store) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			s := sample(fmt.Sprintf("c%d", i))
+			for j := 1; j <= len(s.Messages); j++ {
+				part := *s
+				part.Messages = s.Messages[:j]
+				if err := st.Save(context.Background(), &part, j-1); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if _, err := st.Load(context.Background(), s.ID); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for i := range 8 {
+		if got := mustLoad(t, st, fmt.Sprintf("c%d", i)); len(got.Messages) != 4 {
+			t.Errorf("c%d has %d messages, want 4", i, len(got.Messages))
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package sse
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Type is the kind of a frame, the "type" field on the wire.
+type Type string
+
+// Frame types of spec §6.1 that the runtime emits, and the event bus's session_updated.
+const (
+	TypeInit            Type = "init"
+	TypeTextDelta       Type = "text_delta"
+	TypeThinkingDelta   Type = "thinking_delta"
+	TypeToolCallStart   Type = "tool_call_start"
+	TypeToolLabelUpdate Type = "tool_label_update"
+	TypeToolCallResult  Type = "tool_call_result"
+	TypeToolLog         Type = "tool_log"
+	TypeSkillActivated  Type = "skill_activated"
+	TypeCompactionStart Type = "compaction_start"
+	TypeCompactionEnd   Type = "compaction_end"
+	TypeWarning         Type = "warning"
+	TypeError           Type = "error"
+	TypeDone            Type = "done"
+	TypeSessionUpdated  Type = "session_updated"
+)
+
+// Tool call result statuses.
+const (
+	StatusSuccess = "success"
+	StatusError   = "error"
+)
+
+// Usage is the token usage of a done frame.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	CachedTokens int `json:"cached_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+// Frame is one event of a chat stream. Only the fields of its Type are written (see AppendJSON);
+// the others are ignored. Time is the frame's timestamp; the zero value means "when written".
+type Frame struct {
+	Type Type
+	Time time.Time
+
+	SessionID string // init, session_updated
+	Content   string // text_delta, thinking_delta; tool_call_result (the text given to the model)
+	Message   string // warning, error, tool_log
+	SkillName string // skill_activated
+
+	ToolName       string          // tool_call_start, tool_log, session_updated
+	ToolID         string          // tool_call_start, tool_label_update, tool_call_result
+	Parameters     json.RawMessage // tool_call_start; tool_call_result when set
+	RunningLabel   string          // tool_call_start, tool_label_update
+	CompletedLabel string          // tool_call_start, tool_label_update
+	Status         string          // tool_call_result (success | error), session_updated
+	Result         json.RawMessage // tool_call_result: structured result, when the tool has one
+	DurationMS     int64           // tool_call_result
+	Error          string          // tool_call_result when Status is error
+
+	Reason  string // done
+	Turns   int    // done
+	TraceID string // done, when traces are exported
+	Usage   *Usage // done
+
+	EstimatedTokens  int // compaction_start
+	Threshold        int // compaction_start
+	TokensBefore     int // compaction_end
+	TokensAfter      int // compaction_end
+	CompactionTokens int // compaction_end
+}
+
+// AppendJSON appends the JSON object of f to dst: "type", "timestamp" (ISO 8601, UTC,
+// milliseconds) and the fields of f's type. Optional fields are left out when empty.
+// now is used when f.Time is zero.
+func AppendJSON(dst []byte, f *Frame, now time.Time) []byte {
+	ts := f.Time
+	if ts.IsZero() {
+		ts = now
+	}
+	var scratch [32]byte
+	return appendFrame(dst, f, AppendTimestamp(scratch[:0], ts))
+}
+
+// appendFrame is AppendJSON with the timestamp already encoded.
+func appendFrame(dst []byte, f *Frame, stamp []byte) []byte {
+	dst = append(dst, `{"type":`...)
+	dst = AppendString(dst, string(f.Type))
+	dst = append(dst, `,"timestamp":"`...)
+	dst = append(dst, stamp...)
+	dst = append(dst, '"')
+	switch f.Type {
+	case TypeInit:
+		dst = field(dst, "session_id", f.SessionID)
+	case TypeTextDelta, TypeThinkingDelta:
+		dst = field(dst, "content", f.Content)
+	case TypeToolCallStart:
+		dst = field(dst, "tool_name", f.ToolName)
+		dst = field(dst, "tool_id", f.ToolID)
+		dst = rawField(dst, "parameters", f.Parameters, "{}")
+		dst = optField(dst, "running_label", f.RunningLabel)
+		dst = optField(dst, "completed_label", f.CompletedLabel)
+	case TypeToolLabelUpdate:
+		dst = field(dst, "tool_id", f.ToolID)
+		dst = optField(dst, "running_label", f.RunningLabel)
+		dst = optField(dst, "completed_label", f.CompletedLabel)
+	case TypeToolCallResult:
+		dst = field(dst, "tool_id", f.ToolID)
+		dst = field(dst, "status", f.Status)
+		if len(f.Result) > 0 {
+			dst = rawField(dst, "result", f.Result, "null")
+		}
+		dst = optField(dst, "content", f.Content)
+		if len(f.Parameters) > 0 {
+			dst = rawField(dst, "parameters", f.Parameters, "{}")
+		}
+		dst = intField(dst, "duration_ms", f.DurationMS)
+		dst = optField(dst, "error", f.Error)
+	case TypeToolLog:
+		dst = field(dst, "tool_name", f.ToolName)
+		dst = field(dst, "message", f.Message)
+	case TypeSkillActivated:
+		dst = field(dst, "skill_name", f.SkillName)
+	case TypeCompactionStart:
+		dst = intField(dst, "estimated_tokens", int64(f.EstimatedTokens))
+		dst = intField(dst, "threshold", int64(f.Threshold))
+	case TypeCompactionEnd:
+		dst = intField(dst, "tokens_before", int64(f.TokensBefore))
+		dst = intField(dst, "tokens_after", int64(f.TokensAfter))
+		dst = intField(dst, "compaction_tokens", int64(f.CompactionTokens))
+	case TypeWarning, TypeError:
+		dst = field(dst, "message", f.Message)
+	case TypeDone:
+		dst = optField(dst, "reason", f.Reason)
+		dst = intField(dst, "turns", int64(f.Turns))
+		dst = optField(dst, "trace_id", f.TraceID)
+		if u := f.Usage; u != nil {
+			dst = append(dst, `,"usage":{"input_tokens":`...)
+			dst = appendInt(dst, int64(u.InputTokens))
+			dst = append(dst, `,"output_tokens":`...)
+			dst = appendInt(dst, int64(u.OutputTokens))
+			dst = append(dst, `,"cached_tokens":`...)
+			dst = appendInt(dst, int64(u.CachedTokens))
+			dst = append(dst, `,"total_tokens":`...)
+			dst = appendInt(dst, int64(u.TotalTokens))
+			dst = append(dst, '}')
+		}
+	case TypeSessionUpdated:
+		dst = field(dst, "session_id", f.SessionID)
+		dst = field(dst, "status", f.Status)
+		dst = optField(dst, "tool_name", f.ToolName)
+	}
+	return append(dst, '}')
+}
+
+func field(dst []byte, name, value string) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, name...)
+	dst = append(dst, '"', ':')
+	return AppendString(dst, value)
+}
+
+func optField(dst []byte, name, value string) []byte {
+	if value == "" {
+		return dst
+	}
+	return field(dst, name, value)
+}
+
+func intField(dst []byte, name string, v int64) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, name...)
+	dst = append(dst, '"', ':')
+	return appendInt(dst, v)
+}
+
+// rawField writes raw when it is valid JSON, else def (a frame must stay valid JSON whatever a
+// tool or model produced).
+func rawField(dst []byte, name string, raw json.RawMessage, def string) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, name...)
+	dst = append(dst, '"', ':')
+	if len(raw) == 0 || !json.Valid(raw) {
+		return append(dst, def...)
+	}
+	return append(dst, raw...)
+}

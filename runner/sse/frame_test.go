@@ -1,0 +1,69 @@
+package sse
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestAppendJSONPerType(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ts := "2026-01-02T03:04:05.000Z"
+	cases := []struct {
+		name  string
+		frame Frame
+		want  map[string]any
+	}{
+		{"init", Frame{Type: TypeInit, SessionID: "s1"}, map[string]any{"session_id": "s1"}},
+		{"text", Frame{Type: TypeTextDelta, Content: "hi \"x\""}, map[string]any{"content": "hi \"x\""}},
+		{"thinking", Frame{Type: TypeThinkingDelta, Content: "hm"}, map[string]any{"content": "hm"}},
+		{"tool start", Frame{Type: TypeToolCallStart, ToolName: "load_skill", ToolID: "c1", Parameters: json.RawMessage(`{"name":"x"}`), RunningLabel: "Loading"},
+			map[string]any{"tool_name": "load_skill", "tool_id": "c1", "parameters": map[string]any{"name": "x"}, "running_label": "Loading"}},
+		{"tool start bad params", Frame{Type: TypeToolCallStart, ToolName: "t", ToolID: "c1", Parameters: json.RawMessage(`{nope`)},
+			map[string]any{"tool_name": "t", "tool_id": "c1", "parameters": map[string]any{}}},
+		{"label", Frame{Type: TypeToolLabelUpdate, ToolID: "c1", CompletedLabel: "Done"}, map[string]any{"tool_id": "c1", "completed_label": "Done"}},
+		{"result", Frame{Type: TypeToolCallResult, ToolID: "c1", Status: StatusError, Content: "boom", DurationMS: 3, Error: "boom"},
+			map[string]any{"tool_id": "c1", "status": "error", "content": "boom", "duration_ms": 3.0, "error": "boom"}},
+		{"result json", Frame{Type: TypeToolCallResult, ToolID: "c1", Status: StatusSuccess, Result: json.RawMessage(`[1,2]`)},
+			map[string]any{"tool_id": "c1", "status": "success", "result": []any{1.0, 2.0}, "duration_ms": 0.0}},
+		{"log", Frame{Type: TypeToolLog, ToolName: "t", Message: "step 1"}, map[string]any{"tool_name": "t", "message": "step 1"}},
+		{"skill", Frame{Type: TypeSkillActivated, SkillName: "refunds"}, map[string]any{"skill_name": "refunds"}},
+		{"compaction start", Frame{Type: TypeCompactionStart, EstimatedTokens: 95, Threshold: 90}, map[string]any{"estimated_tokens": 95.0, "threshold": 90.0}},
+		{"compaction end", Frame{Type: TypeCompactionEnd, TokensBefore: 95, TokensAfter: 20, CompactionTokens: 30},
+			map[string]any{"tokens_before": 95.0, "tokens_after": 20.0, "compaction_tokens": 30.0}},
+		{"warning", Frame{Type: TypeWarning, Message: "careful"}, map[string]any{"message": "careful"}},
+		{"error", Frame{Type: TypeError, Message: "bad"}, map[string]any{"message": "bad"}},
+		{"done", Frame{Type: TypeDone, Reason: "model_stop", Turns: 2, Usage: &Usage{1, 2, 0, 3}},
+			map[string]any{"reason": "model_stop", "turns": 2.0, "usage": map[string]any{"input_tokens": 1.0, "output_tokens": 2.0, "cached_tokens": 0.0, "total_tokens": 3.0}}},
+		{"session updated", Frame{Type: TypeSessionUpdated, SessionID: "s", Status: "cancelled", ToolName: "refund"},
+			map[string]any{"session_id": "s", "status": "cancelled", "tool_name": "refund"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			raw := AppendJSON(nil, &c.frame, now)
+			var got map[string]any
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatalf("AppendJSON = %s: not JSON: %v", raw, err)
+			}
+			want := map[string]any{"type": string(c.frame.Type), "timestamp": ts}
+			for k, v := range c.want {
+				want[k] = v
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("frame (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func BenchmarkAppendJSONTextDelta(b *testing.B) {
+	f := Frame{Type: TypeTextDelta, Content: "Hello, this is a chunk of text "}
+	buf := make([]byte, 0, 256)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendJSON(buf[:0], &f, now)
+	}
+}

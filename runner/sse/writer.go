@@ -1,0 +1,222 @@
+package sse
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// ErrClosed is returned by a Writer used after a write failed (the client is gone) or after Close.
+var ErrClosed = errors.New("sse: stream closed")
+
+// Writer writes the frames of one SSE response. Each frame is
+//
+//	id: <n>\ndata: <json>\n\n
+//
+// with n counting from 1. A Writer is safe for concurrent use; after the first failed write
+// every call returns an error wrapping ErrClosed.
+//
+// Frames are written to the response at once and flushed as produced: synchronously after
+// each frame, or — after Coalesce — by a helper goroutine that flushes as soon as it runs, so
+// that frames produced faster than one flush per frame share a flush (and a system call)
+// instead of each paying for one. Either way no frame waits for a timer.
+type Writer struct {
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+	seq int64
+	err error
+	ts  stampCache
+
+	kick chan struct{} // Coalesce: wakes the flusher
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	// Now stamps frames without a Time; nil means time.Now. Set it before the first frame.
+	Now func() time.Time
+}
+
+// NewWriter returns a Writer over w. It writes nothing until Start or the first frame.
+func NewWriter(w http.ResponseWriter) *Writer {
+	return &Writer{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+}
+
+// Start sets the response headers of an event stream, writes the status line and flushes,
+// so the client sees the stream open before the first frame. Extra headers must be set on the
+// ResponseWriter before Start.
+func (sw *Writer) Start() error {
+	h := sw.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.w.WriteHeader(http.StatusOK)
+	return sw.flushLocked()
+}
+
+// Coalesce hands flushing to a helper goroutine (see Writer). Close must be called before the
+// handler returns; it flushes what is left and stops the goroutine.
+func (sw *Writer) Coalesce() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.kick != nil {
+		return
+	}
+	sw.kick = make(chan struct{}, 1)
+	sw.stop = make(chan struct{})
+	sw.wg.Add(1)
+	go sw.flusher()
+}
+
+func (sw *Writer) flusher() {
+	defer sw.wg.Done()
+	for {
+		select {
+		case <-sw.stop:
+			return
+		case <-sw.kick:
+			sw.mu.Lock()
+			if sw.err == nil {
+				_ = sw.flushLocked() // recorded in sw.err for the next Write
+			}
+			sw.mu.Unlock()
+		}
+	}
+}
+
+// Close flushes what is written, stops the flusher of Coalesce and waits for it. Later writes
+// fail with ErrClosed. It returns the first write or flush error, if any.
+func (sw *Writer) Close() error {
+	sw.mu.Lock()
+	stop := sw.stop
+	if stop != nil {
+		sw.stop = nil
+		close(stop)
+	}
+	sw.mu.Unlock()
+	sw.wg.Wait()
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.err != nil {
+		return sw.err
+	}
+	err := sw.flushLocked()
+	if err == nil {
+		sw.err = ErrClosed
+	}
+	return err
+}
+
+// Write encodes f and writes it as one event.
+func (sw *Writer) Write(f *Frame) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.err != nil {
+		return sw.err
+	}
+	sw.begin()
+	sw.buf = appendFrame(sw.buf, f, sw.stamp(f))
+	sw.buf = append(sw.buf, '\n', '\n')
+	return sw.sendLocked()
+}
+
+// WriteData writes data (one line of JSON or a sentinel such as [DONE]) as one event.
+func (sw *Writer) WriteData(data []byte) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.err != nil {
+		return sw.err
+	}
+	sw.begin()
+	sw.buf = append(sw.buf, data...)
+	sw.buf = append(sw.buf, '\n', '\n')
+	return sw.sendLocked()
+}
+
+// Comment writes an SSE comment line (": text"), which clients ignore; it keeps idle
+// connections open through proxies.
+func (sw *Writer) Comment(text string) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.err != nil {
+		return sw.err
+	}
+	sw.buf = append(sw.buf[:0], ':', ' ')
+	sw.buf = append(sw.buf, text...)
+	sw.buf = append(sw.buf, '\n', '\n')
+	return sw.sendLocked()
+}
+
+// Seq is the id of the last frame written.
+func (sw *Writer) Seq() int64 {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.seq
+}
+
+// stamp returns the encoded timestamp of f: its Time, or now (cached per millisecond).
+func (sw *Writer) stamp(f *Frame) []byte {
+	if !f.Time.IsZero() {
+		return AppendTimestamp(sw.ts.scratch[:0], f.Time)
+	}
+	now := time.Now
+	if sw.Now != nil {
+		now = sw.Now
+	}
+	return sw.ts.get(now())
+}
+
+func (sw *Writer) begin() {
+	sw.seq++
+	b := append(sw.buf[:0], "id: "...)
+	b = strconv.AppendInt(b, sw.seq, 10)
+	sw.buf = append(b, "\ndata: "...)
+}
+
+func (sw *Writer) sendLocked() error {
+	if _, err := sw.w.Write(sw.buf); err != nil {
+		sw.err = fmt.Errorf("%w: %w", ErrClosed, err)
+		return sw.err
+	}
+	if cap(sw.buf) > 64<<10 {
+		sw.buf = make([]byte, 0, 512) // one huge frame must not pin its buffer for the whole stream
+	}
+	if sw.kick != nil {
+		select {
+		case sw.kick <- struct{}{}:
+		default: // a flush is already due
+		}
+		return nil
+	}
+	return sw.flushLocked()
+}
+
+func (sw *Writer) flushLocked() error {
+	if err := sw.rc.Flush(); err != nil {
+		sw.err = fmt.Errorf("%w: %w", ErrClosed, err)
+		return sw.err
+	}
+	return nil
+}
+
+// stampCache keeps the encoding of the last millisecond stamped.
+type stampCache struct {
+	ms      int64
+	b       []byte
+	scratch [32]byte
+}
+
+func (c *stampCache) get(t time.Time) []byte {
+	ms := t.UnixMilli()
+	if c.b == nil || ms != c.ms {
+		c.ms = ms
+		c.b = AppendTimestamp(c.b[:0], t)
+	}
+	return c.b
+}

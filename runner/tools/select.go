@@ -1,0 +1,107 @@
+package tools
+
+import (
+	"slices"
+	"strings"
+
+	"svc/agent"
+)
+
+// Selection is the tools an agent gets, what it can reach through them, and what had to be
+// left out because this runtime cannot run it yet.
+type Selection struct {
+	Set *Set
+	// Knowledge are the documents load_knowledge reads (empty without that tool).
+	Knowledge []*agent.Knowledge
+	// Skills are the skills load_skill loads (empty without that tool).
+	Skills []*agent.Skill
+	// Omitted names, for people, each capability left out, such as "composite tool triage".
+	Omitted []string
+}
+
+// ForAgent selects the tools of named, an agent of ag; named nil is the unscoped default chat,
+// which gets the built-ins over every knowledge document and skill of the tree.
+//
+// Store tools, connections, composite and durable tools are not supported yet: they are left
+// out and listed in Omitted, never offered with a stand-in.
+func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
+	var sel Selection
+	var ts []Tool
+	addKnowledge := func() {
+		if len(ag.Knowledge) == 0 {
+			return
+		}
+		lk := NewLoadKnowledge(ag.Knowledge)
+		ts = append(ts, lk)
+		for _, n := range lk.names {
+			sel.Knowledge = append(sel.Knowledge, ag.Knowledge[n])
+		}
+	}
+	addSkills := func(names []string) {
+		skills := make(map[string]*agent.Skill, len(names))
+		for _, n := range names {
+			if sk := ag.Skills[n]; sk != nil {
+				skills[n] = sk
+			}
+		}
+		if len(skills) == 0 {
+			return
+		}
+		ls := NewLoadSkill(skills)
+		ts = append(ts, ls)
+		for _, n := range ls.names {
+			sel.Skills = append(sel.Skills, skills[n])
+		}
+	}
+
+	if named == nil {
+		addSkills(sortedNames(ag.Skills))
+		addKnowledge()
+		for _, name := range sortedNames(ag.Tools) {
+			sel.Omitted = append(sel.Omitted, toolKind(ag.Tools[name])+" "+name)
+		}
+		for _, name := range sortedNames(ag.Connections) {
+			sel.Omitted = append(sel.Omitted, "connection "+name)
+		}
+		for _, name := range sortedNames(ag.Stores) {
+			sel.Omitted = append(sel.Omitted, "store "+name)
+		}
+		sel.Set = NewSet(ts...)
+		return sel
+	}
+
+	for _, name := range named.Tools {
+		switch {
+		case name == NameLoadSkill:
+			skills := named.Skills
+			if len(skills) == 0 {
+				skills = sortedNames(ag.Skills)
+			}
+			addSkills(skills)
+		case name == NameLoadKnowledge:
+			addKnowledge()
+		case ag.Tools[name] != nil:
+			sel.Omitted = append(sel.Omitted, toolKind(ag.Tools[name])+" "+name)
+		case strings.HasPrefix(name, "store__"):
+			sel.Omitted = append(sel.Omitted, "store tool "+name)
+		default:
+			sel.Omitted = append(sel.Omitted, "tool "+name)
+		}
+	}
+	for _, name := range named.Connections {
+		sel.Omitted = append(sel.Omitted, "connection "+name)
+	}
+	for _, name := range sortedNames(named.Stores) {
+		sel.Omitted = append(sel.Omitted, "store "+name)
+	}
+	sel.Omitted = slices.Compact(sel.Omitted)
+	sel.Set = NewSet(ts...)
+	return sel
+}
+
+func toolKind(t *agent.Tool) string {
+	if t.Durable() {
+		return "durable tool"
+	}
+	return "composite tool"
+}

@@ -1,0 +1,135 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"svc/runner/models"
+	"svc/runner/sse"
+)
+
+// ErrBadArguments is wrapped by errors about arguments a tool cannot use; the loop hands the
+// message to the model so that it can correct the call.
+var ErrBadArguments = errors.New("tools: bad arguments")
+
+// Tool is one callable tool.
+//
+// Call runs the tool for one model call. It returns promptly once ctx is done. An error is a
+// failed call: its message goes to the model as an error result. Implementations are safe for
+// concurrent use (the loop runs the calls of one model turn in parallel).
+type Tool interface {
+	Spec() models.ToolSpec
+	Call(ctx context.Context, call Call) (Result, error)
+}
+
+// Labeler is optionally implemented by a tool that gives its calls display labels, shown in
+// tool_call_start frames (STYLE 8: an optional ability is its own interface).
+type Labeler interface {
+	Labels(args json.RawMessage) (running, completed string)
+}
+
+// Call is one invocation.
+type Call struct {
+	ID        string
+	Arguments json.RawMessage // a JSON object
+	Host      Host
+}
+
+// Host is what a running tool may do besides returning its result. Its methods are safe for
+// concurrent use.
+type Host interface {
+	// Emit sends a frame to the client (tool_log, tool_label_update, skill_activated). The
+	// frame is encoded before Emit returns and is not kept.
+	Emit(f *sse.Frame) error
+	// ActivateSkill records that the session loaded a skill.
+	ActivateSkill(name string)
+	// NoteKnowledge records that the session read a knowledge document.
+	NoteKnowledge(name string)
+}
+
+// Result is what a tool call produced.
+type Result struct {
+	// Content is the text the model receives.
+	Content string
+	// Data is an optional structured result (JSON) for the client's tool_call_result frame.
+	Data json.RawMessage
+	// IsError marks a result that reports a failure to the model without being a Go error.
+	IsError bool
+	// EndRun ends the run after this turn's tools (done reason model_stop).
+	EndRun bool
+}
+
+// Set is the ordered set of tools offered to a model. It is immutable once built.
+type Set struct {
+	list   []Tool
+	byName map[string]Tool
+	specs  []models.ToolSpec
+}
+
+// NewSet returns a set of ts; a later tool with the name of an earlier one replaces it.
+func NewSet(ts ...Tool) *Set {
+	s := &Set{byName: make(map[string]Tool, len(ts))}
+	for _, t := range ts {
+		name := t.Spec().Name
+		if _, dup := s.byName[name]; dup {
+			for i := range s.list {
+				if s.list[i].Spec().Name == name {
+					s.list[i] = t
+				}
+			}
+		} else {
+			s.list = append(s.list, t)
+		}
+		s.byName[name] = t
+	}
+	for _, t := range s.list {
+		s.specs = append(s.specs, t.Spec())
+	}
+	return s
+}
+
+// With returns a new set of s's tools followed by ts (which replace tools of the same name).
+func (s *Set) With(ts ...Tool) *Set {
+	if s == nil {
+		return NewSet(ts...)
+	}
+	return NewSet(append(append([]Tool(nil), s.list...), ts...)...)
+}
+
+// Get returns the tool called name.
+func (s *Set) Get(name string) (Tool, bool) {
+	if s == nil {
+		return nil, false
+	}
+	t, ok := s.byName[name]
+	return t, ok
+}
+
+// Specs returns the specs to offer to the model, in order. The slice is shared: do not change it.
+func (s *Set) Specs() []models.ToolSpec {
+	if s == nil {
+		return nil
+	}
+	return s.specs
+}
+
+// Names returns the tool names in order.
+func (s *Set) Names() []string {
+	if s == nil || len(s.specs) == 0 {
+		return nil
+	}
+	names := make([]string, len(s.specs))
+	for i, sp := range s.specs {
+		names[i] = sp.Name
+	}
+	return names
+}
+
+// Len is the number of tools.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.list)
+}
