@@ -1,0 +1,57 @@
+// Package svc_test holds the repository-wide checks: the import boundaries of DESIGN.md.
+package svc_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// forbidden lists, per top-level folder, the project folders its code must not import: the
+// "depends on" column of DESIGN.md. Tests may wire real neighbours together and are not checked.
+// No golangci-lint is available on the machines, so this test is the depguard.
+var forbidden = map[string][]string{
+	"agent":      {"api", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
+	"auth":       {"api", "agent", "builder", "registry", "runner", "webhook", "workers", "cmd"},
+	"webhook":    {"api", "agent", "auth", "builder", "registry", "runner", "workers", "cmd"},
+	"registry":   {"api", "builder", "runner", "webhook", "workers", "cmd"},
+	"builder":    {"api", "runner", "webhook", "workers", "cmd"},
+	"workers":    {"api", "runner", "cmd"},
+	"runner":     {"api", "builder", "webhook", "workers", "cmd"},
+	"api":        {"runner", "cmd"},
+	"migrations": {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
+	"client":     {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
+}
+
+func TestImportBoundaries(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		top := strings.Split(filepath.ToSlash(path), "/")[0]
+		banned, ok := forbidden[top]
+		if !ok {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p := strings.Trim(imp.Path.Value, `"`)
+			for _, b := range banned {
+				if p == "svc/"+b || strings.HasPrefix(p, "svc/"+b+"/") {
+					t.Errorf("%s imports %s: %s must not depend on %s (DESIGN.md)", path, p, top, b)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
