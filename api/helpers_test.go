@@ -26,7 +26,6 @@ import (
 	"svc/auth"
 	"svc/registry"
 	"svc/registry/fsobjects"
-	"svc/webhook"
 	"svc/workers"
 	"svc/workers/dbqueue"
 )
@@ -40,11 +39,7 @@ func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey 
 	}
 	p := &workers.Pipeline{
 		Deployments: registry.NewDeployments(db), Logs: registry.NewBuildLogs(db), Objects: objects,
-		Sources: &workers.RegistrySources{
-			Agents: registry.NewAgents(db), Sources: registry.NewSources(db, cipher, webhook.NormalizeRepoURL),
-			Settings: registry.NewSettings(db), Secrets: registry.NewSecrets(db, cipher),
-			SourceVersions: registry.NewSourceVersions(db, objects), Pushes: registry.NewPushes(db),
-		},
+		Sources: workers.NewRegistrySources(db, cipher, objects),
 	}
 	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: p.OnFailure})
 	if err != nil {

@@ -69,11 +69,7 @@ func pipelineOn(db *gorm.DB, objects registry.Objects) *workers.Pipeline {
 	}
 	return &workers.Pipeline{
 		Deployments: registry.NewDeployments(db), Logs: registry.NewBuildLogs(db), Objects: objects,
-		Sources: &workers.RegistrySources{
-			Agents: registry.NewAgents(db), Sources: registry.NewSources(db, cipher, webhook.NormalizeRepoURL),
-			Settings: registry.NewSettings(db), Secrets: registry.NewSecrets(db, cipher),
-			SourceVersions: registry.NewSourceVersions(db, objects), Pushes: registry.NewPushes(db),
-		},
+		Sources: workers.NewRegistrySources(db, cipher, objects),
 	}
 }
 

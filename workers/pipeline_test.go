@@ -42,21 +42,10 @@ func newEnv(t *testing.T, db *gorm.DB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cipher, err := registry.NewCipher([]byte(strings.Repeat("k", 32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{
-		db: db, deps: registry.NewDeployments(db), logs: registry.NewBuildLogs(db), agents: registry.NewAgents(db),
-		sources: registry.NewSources(db, cipher, webhook.NormalizeRepoURL), settings: registry.NewSettings(db), objects: registry.Checked(objects),
-	}
-	e.pipeline = &workers.Pipeline{
-		Deployments: e.deps, Logs: e.logs, Objects: e.objects,
-		Sources: &workers.RegistrySources{
-			Agents: e.agents, Sources: e.sources, Settings: e.settings, Secrets: registry.NewSecrets(db, cipher),
-			SourceVersions: registry.NewSourceVersions(db, e.objects), Pushes: registry.NewPushes(db),
-		},
-	}
+	e := &env{db: db, objects: registry.Checked(objects)}
+	e.pipeline = pipelineOn(db, e.objects)
+	src := e.pipeline.Sources.(*workers.RegistrySources)
+	e.deps, e.logs, e.agents, e.sources, e.settings = e.pipeline.Deployments, e.pipeline.Logs, src.Agents, src.Sources, src.Settings
 	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: e.pipeline.OnFailure})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"gorm.io/gorm"
+
 	"svc/registry"
 	"svc/webhook"
 )
@@ -69,4 +71,14 @@ func (r *RegistrySources) Secret(ctx context.Context, agentID, name string) (str
 // RecordPush implements Sources.
 func (r *RegistrySources) RecordPush(ctx context.Context, agentID string, p webhook.Push) error {
 	return r.Pushes.Record(ctx, registry.Push{AgentID: agentID, Branch: p.Branch, CommitSHA: p.After, Pusher: p.Pusher, Message: p.HeadMessage})
+}
+
+// NewRegistrySources builds the registry's stores over db, sealing secrets with cipher and
+// reading source versions from objects.
+func NewRegistrySources(db *gorm.DB, cipher *registry.Cipher, objects registry.Objects) *RegistrySources {
+	return &RegistrySources{
+		Agents: registry.NewAgents(db), Sources: registry.NewSources(db, cipher, webhook.NormalizeRepoURL),
+		Settings: registry.NewSettings(db), Secrets: registry.NewSecrets(db, cipher),
+		SourceVersions: registry.NewSourceVersions(db, objects), Pushes: registry.NewPushes(db),
+	}
 }

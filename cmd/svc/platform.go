@@ -19,7 +19,6 @@ import (
 	"svc/registry"
 	"svc/registry/fsobjects"
 	"svc/registry/s3objects"
-	"svc/webhook"
 	"svc/workers"
 	"svc/workers/asynqqueue"
 	"svc/workers/dbqueue"
@@ -141,11 +140,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	// 4. Queue and pipeline.
 	p.pipeline = &workers.Pipeline{
 		Deployments: p.deploys, Logs: registry.NewBuildLogs(p.db), Objects: p.objects, Limits: builder.DefaultLimits(), Logger: log,
-		Sources: &workers.RegistrySources{
-			Agents: registry.NewAgents(p.db), Sources: registry.NewSources(p.db, p.cipher, webhook.NormalizeRepoURL),
-			Settings: registry.NewSettings(p.db), Secrets: registry.NewSecrets(p.db, p.cipher),
-			SourceVersions: registry.NewSourceVersions(p.db, p.objects), Pushes: registry.NewPushes(p.db),
-		},
+		Sources: workers.NewRegistrySources(p.db, p.cipher, p.objects),
 	}
 	if cfg.RedisURL != "" {
 		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})
