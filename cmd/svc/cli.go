@@ -634,7 +634,7 @@ func tokenCommand() *cobra.Command {
 func chatCommand() *cobra.Command {
 	var r remote
 	var ch chatter
-	var appsDomain, deployID string
+	var appsDomain, deployID, runtimeURL string
 	var ctxPairs []string
 	cmd := &cobra.Command{
 		Use:   "chat [AGENT]",
@@ -655,6 +655,19 @@ func chatCommand() *cobra.Command {
 			ctxMap, err := parseContext(ctxPairs)
 			if err != nil {
 				return err
+			}
+			ch.out, ch.errOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if runtimeURL != "" {
+				// Straight to a runtime (svc dev): its AUTH_TOKEN, if any, is the bearer; no platform.
+				if _, err := client.ParseBaseURL(runtimeURL); err != nil {
+					return fmt.Errorf("--runtime %q: want http(s)://host[:port]", runtimeURL)
+				}
+				ch.c, ch.agent, ch.url, ch.ctx = client.New(runtimeURL, "", nil), client.Agent{Slug: runtimeURL}, runtimeURL, ctxMap
+				ch.token, ch.direct = os.Getenv("AUTH_TOKEN"), true
+				if cmd.Flags().Changed("message") {
+					return ch.oneShot(ctx)
+				}
+				return ch.interactive(ctx, cmd.InOrStdin())
 			}
 			c, a, err := r.resolve(ctx, positional)
 			if err != nil {
@@ -683,6 +696,7 @@ func chatCommand() *cobra.Command {
 	fs.StringVar(&ch.named, "named-agent", "", "named agent under agents/ to talk to")
 	fs.StringVar(&deployID, "deployment", "", "talk to this deployment's pinned URL instead of the persistent one")
 	fs.StringArrayVar(&ctxPairs, "context", nil, "KEY=VALUE for the request's context (repeatable)")
+	fs.StringVar(&runtimeURL, "runtime", "", "talk straight to an agent runtime at this URL (svc dev: http://127.0.0.1:3847), with AUTH_TOKEN as its bearer; no platform")
 	return cmd
 }
 
@@ -734,6 +748,7 @@ type chatter struct {
 	ctx                     map[string]string
 	message, session, named string
 	out, errOut             io.Writer
+	direct                  bool // talking to a runtime without the platform: no token to mint
 }
 
 // mint gets a new runtime token.
@@ -849,7 +864,7 @@ func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err e
 			ch.session = rd.session
 		}
 		var e *client.Error
-		if attempt == 0 && errors.As(err, &e) && e.Status == http.StatusUnauthorized {
+		if attempt == 0 && !ch.direct && errors.As(err, &e) && e.Status == http.StatusUnauthorized {
 			if err := ch.mint(ctx); err != nil {
 				return false, err
 			}

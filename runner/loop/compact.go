@@ -34,9 +34,14 @@ func (r *run) maybeCompact() {
 	if r.compactFails >= compactMaxFails {
 		return
 	}
+	threshold := r.window * compactPercent / 100
+	// Fast path: the view without clearing is an upper bound of the request.
+	upper := Estimate(&models.Request{System: r.p.System, Messages: r.all[r.start:], Tools: r.p.Tools.Specs()}) + len(r.summary)/charsPerToken + 32
+	if upper <= threshold {
+		return
+	}
 	req := r.request(nil)
 	est := Estimate(&req)
-	threshold := r.window * compactPercent / 100
 	if est <= threshold {
 		return
 	}

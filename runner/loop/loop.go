@@ -401,14 +401,17 @@ func (r *run) callTool(c *models.ToolCall) (res tools.Result, err error) {
 // host is the tools.Host of a run.
 type host struct{ r *run }
 
+// Emit implements tools.Host.
 func (h host) Emit(f *sse.Frame) error { return h.r.emit(f) }
 
+// ActivateSkill implements tools.Host.
 func (h host) ActivateSkill(name string) {
 	if h.r.p.OnSkill != nil {
 		h.r.p.OnSkill(name)
 	}
 }
 
+// NoteKnowledge implements tools.Host.
 func (h host) NoteKnowledge(name string) {
 	if h.r.p.OnKnowledge != nil {
 		h.r.p.OnKnowledge(name)

@@ -38,6 +38,7 @@ type aiSink struct {
 	failed    bool
 }
 
+// Emit implements loop.Sink.
 func (s *aiSink) Emit(f *sse.Frame) error {
 	if s.failed {
 		return sse.ErrClosed
@@ -284,6 +285,8 @@ func (rt *Runtime) chatAIStream(w http.ResponseWriter, r *http.Request, c *calle
 	w.Header().Set(aiStreamHeader, "v1")
 	sw := sse.NewWriter(w)
 	sw.Now = rt.now
+	sw.Coalesce()
+	defer sw.Close() //nolint:errcheck // a client that left is the turn's user_abort, already handled
 	if err := sw.Start(); err != nil {
 		cancel(loop.ErrUserAbort)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	goruntime "runtime"
 	"strings"
 	"testing"
 
@@ -74,4 +76,35 @@ func BenchmarkTurnEcho(b *testing.B) {
 		}
 		resp.Body.Close()
 	}
+}
+
+// BenchmarkIdleSessionMemory creates b.N sessions of one echo turn each (run it with
+// -benchtime=10000x) and reports the live heap they hold once idle, per session.
+func BenchmarkIdleSessionMemory(b *testing.B) {
+	rt, err := runtime.New(runtime.Options{Agent: loadAgent(b, "hello"), Logger: quietLogger(),
+		DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close(b.Context()) //nolint:errcheck // nothing to report at the end of a benchmark
+	turn := func() {
+		req := httptest.NewRequest("POST", "/chat/stream", strings.NewReader(`{"message":"Hello, how are you today?","metadata":{"userId":"u-123456"}}`))
+		rec := httptest.NewRecorder()
+		rt.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("status %d", rec.Code)
+		}
+	}
+	turn() // warm up lazily built state
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	b.ResetTimer()
+	for range b.N {
+		turn()
+	}
+	b.StopTimer()
+	goruntime.GC()
+	goruntime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "heap-bytes/session")
 }

@@ -61,6 +61,8 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 		switch {
 		case errors.Is(err, sessions.ErrNotFound):
 			l = nil
+		case errors.Is(err, errOtherAgent):
+			l, id = nil, ""
 		case err != nil:
 			return nil, err
 		case !c.sees(l.s):
@@ -98,6 +100,13 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 		t.abandon()
 		return nil, err
 	}
+	// An eviction between lookup and lock must not orphan the running turn: its queue is
+	// found through the live map. (Lock order: rt.mu before l.mu, never the reverse.)
+	rt.mu.Lock()
+	if _, ok := rt.live[t.id]; !ok {
+		rt.live[t.id] = l
+	}
+	rt.mu.Unlock()
 	// 4. Store the request before running it, so that history shows it even if the process dies.
 	if err := rt.persist(ctx, l); err != nil {
 		t.abandon()
@@ -165,12 +174,6 @@ func (t *turn) setup(req *chatRequest, in *input) error {
 	msg := models.Message{Role: models.RoleUser, Content: in.text, Parts: in.parts}
 	t.input = []models.Message{msg}
 	s.Messages = append(s.Messages, sessions.Entry{Message: msg, At: now})
-
-	rt.mu.Lock() // an eviction between lookup and lock must not orphan the running turn
-	if _, ok := rt.live[s.ID]; !ok {
-		rt.live[s.ID] = l
-	}
-	rt.mu.Unlock()
 	return nil
 }
 
@@ -180,6 +183,7 @@ func (t *turn) abandon() {
 	if t.l.queue == t.queue {
 		t.l.queue = nil
 	}
+	t.l.s.Status = sessions.StatusIdle
 	t.l.mu.Unlock()
 	t.queue.Close()
 	t.release()
@@ -299,7 +303,9 @@ func (t *turn) finish(ctx context.Context, res loop.Result) {
 	defer cancel()
 	if err := rt.persist(pctx, l); err != nil {
 		rt.log.ErrorContext(ctx, "store turn result", "session", t.id, "err", err)
+		return
 	}
+	rt.doneWith(l)
 }
 
 // titleOf is the default title of a session: the first line of its first message.
@@ -319,6 +325,7 @@ type sseSink struct {
 	cancel context.CancelCauseFunc
 }
 
+// Emit implements loop.Sink.
 func (s *sseSink) Emit(f *sse.Frame) error {
 	if err := s.w.Write(f); err != nil {
 		s.cancel(loop.ErrUserAbort)
@@ -341,6 +348,8 @@ func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, c *caller)
 	defer cancel(nil)
 	sw := sse.NewWriter(w)
 	sw.Now = rt.now
+	sw.Coalesce()
+	defer sw.Close() //nolint:errcheck // a client that left is the turn's user_abort, already handled
 	if err := sw.Start(); err != nil {
 		cancel(loop.ErrUserAbort)
 	}
@@ -383,6 +392,7 @@ type syncSink struct {
 	text strings.Builder
 }
 
+// Emit implements loop.Sink.
 func (s *syncSink) Emit(f *sse.Frame) error {
 	switch f.Type {
 	case sse.TypeInit:
@@ -422,6 +432,7 @@ func rawOrNil(b []byte) any {
 // rawJSON marshals as itself when valid.
 type rawJSON []byte
 
+// MarshalJSON implements json.Marshaler.
 func (r rawJSON) MarshalJSON() ([]byte, error) {
 	if len(r) == 0 {
 		return []byte("null"), nil

@@ -161,8 +161,14 @@ func TestSkillScopedSession(t *testing.T) {
 	srv := modelstest.NewOpenAIServer(t, modelstest.Turn{Text: []string{"ok"}})
 	ag := loadAgent(t, "support-desk")
 	ag.Config.Models = map[string]agent.ModelRef{"main": {Provider: "openai", Model: "gpt-4o"}}
+	ag.Config.BasePrompt += " User: {{context.userId}}."
 	e := start(t, runtime.Options{Agent: ag, Models: openaiModels(srv)})
-	fs := e.chat("", map[string]any{"message": "money back please", "skill": "refunds", "context": map[string]string{"plan": "team"}})
+	fs := e.chat("", map[string]any{"message": "money back please", "skill": "refunds", "context": map[string]string{"plan": "team"},
+		"metadata": map[string]string{"userId": "META-VALUE-XYZ", "screen": "META-SCREEN"}})
+	// Metadata never reaches the model, its tools or the prompt templates.
+	if body := string(srv.Requests()[0].Body); strings.Contains(body, "META-") || !strings.Contains(body, "User: .") {
+		t.Errorf("model request carries metadata or filled an unknown key: %s", body)
+	}
 	if sk := ofType(fs, "skill_activated"); len(sk) != 1 || sk[0].Data["skill_name"] != "refunds" {
 		t.Fatalf("frames %v", types(fs))
 	}

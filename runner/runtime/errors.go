@@ -44,6 +44,7 @@ type APIError struct {
 	Field   string // the request field at fault, for invalid_request
 }
 
+// Error implements error.
 func (e *APIError) Error() string {
 	if e.Field != "" {
 		return e.Code + ": " + e.Field + ": " + e.Message

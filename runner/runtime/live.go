@@ -14,7 +14,8 @@ import (
 	"svc/runner/sessions"
 )
 
-// liveSession is a session held in memory between requests.
+// liveSession is a session held in memory between requests. Lock order: Runtime.mu before
+// liveSession.mu; saveMu before mu.
 type liveSession struct {
 	mu        sync.Mutex
 	s         *sessions.Session
@@ -25,6 +26,10 @@ type liveSession struct {
 
 	saveMu sync.Mutex // orders the saves of this session, so a later state is never overwritten by an earlier one
 }
+
+// errOtherAgent is lookup's answer for an id taken by another agent's session in a shared
+// store: hidden like a session of another user, and never to be overwritten.
+var errOtherAgent = errors.New("runtime: session belongs to another agent")
 
 // newSessionID returns a fresh session id.
 func newSessionID() string { return auth.NewID("ses_") }
@@ -46,7 +51,7 @@ func (rt *Runtime) lookup(ctx context.Context, id string) (*liveSession, error) 
 		return nil, fmt.Errorf("load session %s: %w", id, err)
 	}
 	if s.AgentID != rt.opts.AgentID {
-		return nil, sessions.ErrNotFound // another agent's session in a shared store
+		return nil, errOtherAgent
 	}
 	return rt.insert(&liveSession{s: s, stored: len(s.Messages), persisted: true, lastUsed: rt.now()}), nil
 }
@@ -67,6 +72,27 @@ func (rt *Runtime) forget(id string) {
 	rt.mu.Lock()
 	delete(rt.live, id)
 	rt.mu.Unlock()
+}
+
+// doneWith is called when a request is done with l: over an in-memory store, an idle stored
+// session is not kept live (the store holds it already).
+func (rt *Runtime) doneWith(l *liveSession) {
+	if rt.inMemory {
+		rt.dropIdle(l)
+	}
+}
+
+// dropIdle forgets l when it is stored and no turn runs.
+func (rt *Runtime) dropIdle(l *liveSession) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	l.mu.Lock()
+	idle := l.queue == nil && l.persisted
+	id := l.s.ID
+	l.mu.Unlock()
+	if idle && rt.live[id] == l {
+		delete(rt.live, id)
+	}
 }
 
 // persist saves the session record and its entries not stored yet.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"svc/agent"
 	"svc/runner/models"
@@ -14,10 +15,15 @@ import (
 // reference with env, falls back to the provider's usual variables (OPENAI_API_KEY,
 // OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL) when the reference names no key or
 // endpoint, and keeps one provider per distinct reference. env nil resolves nothing. client nil
-// means a client with the default transport.
+// means a client whose transport keeps enough idle connections per model host for many
+// concurrent streams (the default transport keeps 2, so a busy runtime would dial a new
+// connection for most model calls).
 func NewModels(env func(string) (string, bool), client *http.Client) func(agent.ModelRef) (models.Provider, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
+	}
+	if client == nil {
+		client = &http.Client{Transport: modelTransport()}
 	}
 	var mu sync.Mutex
 	cache := map[agent.ModelRef]models.Provider{}
@@ -90,4 +96,13 @@ func ParseModel(s string) (agent.ModelRef, error) {
 		return agent.ModelRef{}, fmt.Errorf("model %q: provider must be openai, anthropic, openai-compatible or echo", s)
 	}
 	return agent.ModelRef{Provider: provider, Model: model}, nil
+}
+
+// modelTransport is the default transport with a connection pool sized for a busy runtime.
+func modelTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 512
+	t.IdleConnTimeout = 90 * time.Second
+	return t
 }

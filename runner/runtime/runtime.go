@@ -84,6 +84,7 @@ type Runtime struct {
 	mux      *http.ServeMux
 	profiles map[profileKey]*profile
 	bus      *bus
+	inMemory bool // the store keeps sessions in memory: idle sessions are not kept live too
 
 	mu   sync.Mutex
 	live map[string]*liveSession
@@ -108,6 +109,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if rt.store == nil {
 		rt.store = memstore.New()
+	}
+	if m, ok := rt.store.(sessions.InMemory); ok {
+		rt.inMemory = m.InMemory()
 	}
 	if rt.locker == nil {
 		rt.locker = &memstore.Locks{}

@@ -52,7 +52,9 @@ func TestPreparedSession(t *testing.T) {
 
 func TestIdleEviction(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Now: clk.Now})
+	// A database store: the runtime keeps sessions live between requests (over an in-memory
+	// store it does not, see TestInMemoryStoreKeepsNoLiveCopy).
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Now: clk.Now, Sessions: dbstore.New(dbtest.SQLite(t))})
 	used := sessionOf(t, e.chat("", map[string]any{"message": "hi"}))
 	prepared := str(e.do("POST", "/sessions", "", map[string]any{"skill": ""}).JSON["session_id"])
 	if n := e.rt.LiveSessions(); n != 2 {
@@ -77,6 +79,18 @@ func TestIdleEviction(t *testing.T) {
 	// An unused prepared session expired.
 	if r := e.do("GET", "/sessions/history/"+prepared, "", nil); r.Status != 404 {
 		t.Errorf("expired prepared session: %d", r.Status)
+	}
+}
+
+func TestInMemoryStoreKeepsNoLiveCopy(t *testing.T) {
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello")})
+	id := sessionOf(t, e.chat("", map[string]any{"message": "hi"}))
+	e.do("POST", "/sessions", "", nil) // prepared sessions live in memory until their first turn
+	if n := e.rt.LiveSessions(); n != 1 {
+		t.Errorf("live sessions = %d, want 1 (the prepared one)", n)
+	}
+	if fs := e.chat("", map[string]any{"message": "again", "session_id": id}); sessionOf(t, fs) != id || text(fs) != "echo: again" {
+		t.Errorf("resume: %v", types(fs))
 	}
 }
 
@@ -167,6 +181,14 @@ func TestDatabaseSessionsSurviveRestart(t *testing.T) {
 		}
 		if l := third.do("GET", "/sessions/history", "", nil); len(l.JSON["sessions"].([]any)) != 0 {
 			t.Errorf("other agent lists the session: %s", l.Body)
+		}
+		// Chatting with that id on the other agent starts a fresh session and leaves this one alone.
+		fs = third.chat("", map[string]any{"message": "mine now?", "session_id": id})
+		if sessionOf(t, fs) == id {
+			t.Errorf("another agent took over session %s", id)
+		}
+		if s, err := store.Load(t.Context(), id); err != nil || s.AgentID != agentID || len(s.Messages) != 6 {
+			t.Errorf("stored session changed by another agent: %v", err)
 		}
 	})
 }

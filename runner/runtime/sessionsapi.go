@@ -154,7 +154,7 @@ func (rt *Runtime) visible(r *http.Request, c *caller) (*liveSession, error) {
 		return nil, apiErr(CodeNotFound)
 	}
 	l, err := rt.lookup(r.Context(), id)
-	if errors.Is(err, sessions.ErrNotFound) {
+	if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, errOtherAgent) {
 		return nil, apiErr(CodeNotFound)
 	}
 	if err != nil {
@@ -175,6 +175,7 @@ func (rt *Runtime) getHistory(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
+	defer rt.doneWith(l)
 	l.mu.Lock()
 	it := item(l.s.Clone(), true)
 	l.mu.Unlock()
@@ -225,6 +226,7 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	if err != nil {
 		return err
 	}
+	defer rt.doneWith(l)
 	if err := rt.checkStored(r, c, l); err != nil {
 		return err
 	}
@@ -316,6 +318,7 @@ func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *calle
 	if err != nil {
 		return err
 	}
+	defer rt.doneWith(l)
 	l.mu.Lock()
 	q := l.queue
 	l.mu.Unlock()

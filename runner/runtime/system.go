@@ -36,6 +36,7 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 		if err != nil {
 			return err
 		}
+		defer rt.doneWith(l)
 		l.mu.Lock()
 		s := l.s.Clone()
 		l.mu.Unlock()
@@ -186,6 +187,7 @@ func (rt *Runtime) inScope(r *http.Request, id string, c *caller) bool {
 	if err != nil {
 		return false
 	}
+	defer rt.doneWith(l)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return c.sees(l.s)

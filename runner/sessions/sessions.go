@@ -136,6 +136,13 @@ type Store interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// InMemory is optionally implemented by a Store that keeps sessions in process memory: the
+// runtime then does not keep its own copy of idle sessions, since loading one costs no more
+// than keeping it (STYLE 8: an optional ability is its own interface).
+type InMemory interface {
+	InMemory() bool
+}
+
 // Locker grants one turn at a time per session. The in-process implementation is
 // memstore.Locks; one shared by several runners (Redis) can replace it.
 type Locker interface {

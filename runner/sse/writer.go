@@ -45,8 +45,8 @@ func NewWriter(w http.ResponseWriter) *Writer {
 	return &Writer{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
 }
 
-// Start sets the response headers of an event stream, writes the status line and flushes,
-// so the client sees the stream open before the first frame. Extra headers must be set on the
+// Start sets the response headers of an event stream, writes the status line and flushes
+// (after Coalesce: has it flushed), so the client sees the stream open before the first frame. Extra headers must be set on the
 // ResponseWriter before Start.
 func (sw *Writer) Start() error {
 	h := sw.w.Header()
@@ -57,6 +57,10 @@ func (sw *Writer) Start() error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	sw.w.WriteHeader(http.StatusOK)
+	if sw.kick != nil {
+		sw.kickLocked() // the flusher sends the headers, with the first frame when it is already there
+		return nil
+	}
 	return sw.flushLocked()
 }
 
@@ -71,16 +75,16 @@ func (sw *Writer) Coalesce() {
 	sw.kick = make(chan struct{}, 1)
 	sw.stop = make(chan struct{})
 	sw.wg.Add(1)
-	go sw.flusher()
+	go sw.flusher(sw.kick, sw.stop)
 }
 
-func (sw *Writer) flusher() {
+func (sw *Writer) flusher(kick, stop <-chan struct{}) {
 	defer sw.wg.Done()
 	for {
 		select {
-		case <-sw.stop:
+		case <-stop:
 			return
-		case <-sw.kick:
+		case <-kick:
 			sw.mu.Lock()
 			if sw.err == nil {
 				_ = sw.flushLocked() // recorded in sw.err for the next Write
@@ -188,13 +192,18 @@ func (sw *Writer) sendLocked() error {
 		sw.buf = make([]byte, 0, 512) // one huge frame must not pin its buffer for the whole stream
 	}
 	if sw.kick != nil {
-		select {
-		case sw.kick <- struct{}{}:
-		default: // a flush is already due
-		}
+		sw.kickLocked()
 		return nil
 	}
 	return sw.flushLocked()
+}
+
+// kickLocked wakes the flusher of Coalesce.
+func (sw *Writer) kickLocked() {
+	select {
+	case sw.kick <- struct{}{}:
+	default: // a flush is already due
+	}
 }
 
 func (sw *Writer) flushLocked() error {

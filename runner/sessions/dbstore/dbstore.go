@@ -1,6 +1,3 @@
-// Package dbstore keeps sessions in the platform database (SQLite or Postgres, tables of
-// migration 00003), so that a session survives a runtime restart and can be served by any
-// runner.
 package dbstore
 
 import (
@@ -49,6 +46,7 @@ type sessionRow struct {
 	UpdatedAt        time.Time `gorm:"autoUpdateTime:false"`
 }
 
+// TableName names the table for gorm.
 func (sessionRow) TableName() string { return "sessions" }
 
 type messageRow struct {
@@ -59,6 +57,7 @@ type messageRow struct {
 	CreatedAt time.Time `gorm:"autoCreateTime:false"`
 }
 
+// TableName names the table for gorm.
 func (messageRow) TableName() string { return "session_messages" }
 
 // Load implements sessions.Store.

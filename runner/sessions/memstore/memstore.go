@@ -1,6 +1,3 @@
-// Package memstore keeps sessions in process memory, for `svc dev`: nothing survives a
-// restart (spec §3.3 allows that for local development). It also holds Locks, the in-process
-// turn lock every runtime uses unless a shared one is configured.
 package memstore
 
 import (
@@ -23,7 +20,13 @@ type record struct {
 	msgs []sessions.Entry // owned by the store; handed out with clipped capacity
 }
 
-var _ sessions.Store = (*Store)(nil)
+var (
+	_ sessions.Store    = (*Store)(nil)
+	_ sessions.InMemory = (*Store)(nil)
+)
+
+// InMemory implements sessions.InMemory: it reports true.
+func (st *Store) InMemory() bool { return true }
 
 // New returns an empty store.
 func New() *Store { return &Store{recs: make(map[string]*record)} }

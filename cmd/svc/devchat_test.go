@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestDevAndChatRuntime runs `svc dev` on the greeter example and talks to it with
+// `svc chat --runtime`, with and without the right AUTH_TOKEN.
+func TestDevAndChatRuntime(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	t.Setenv("AUTH_TOKEN", "dev-secret")
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() {
+		if out, err := execute(ctx, "dev", "../../examples/greeter", "--port", port); err != nil {
+			t.Errorf("svc dev: %v\n%s", err, out)
+		}
+	})
+	url := "http://127.0.0.1:" + port
+	waitHealthy(t, url+"/health")
+	out, err := execute(context.Background(), "chat", "--runtime", url, "-m", "hi from the terminal")
+	if err != nil || !strings.Contains(out, "echo: hi from the terminal") {
+		t.Fatalf("chat --runtime = %v\n%s", err, out)
+	}
+	t.Setenv("AUTH_TOKEN", "wrong")
+	if out, err := execute(context.Background(), "chat", "--runtime", url, "-m", "x"); err == nil || !strings.Contains(err.Error()+out, "401") {
+		t.Fatalf("chat with a wrong AUTH_TOKEN = %v\n%s", err, out)
+	}
+	if out, err := execute(context.Background(), "dev", "../../../shared/fixtures/agents/broken", "--port", "0"); err == nil || !strings.Contains(err.Error(), "colour") {
+		t.Fatalf("svc dev on the broken fixture = %v\n%s", err, out)
+	}
+}

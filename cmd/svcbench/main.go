@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"time"
+)
+
+// MaxDuration bounds -d.
+const MaxDuration = 10 * time.Minute
+
+type config struct {
+	url          string
+	token        string
+	concurrency  int
+	duration     time.Duration
+	warmup       time.Duration
+	message      string
+	pid          int
+	fakeAddr     string
+	chunks       int
+	hold         bool
+	idleSessions int
+	openStreams  int
+	turnsPerSess int
+	holdFor      time.Duration
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.url, "url", "", "runtime base URL, such as http://127.0.0.1:3847")
+	flag.StringVar(&c.token, "token", os.Getenv("SVC_BENCH_TOKEN"), "bearer token for the runtime (env SVC_BENCH_TOKEN)")
+	flag.IntVar(&c.concurrency, "c", 16, "concurrent clients")
+	flag.DurationVar(&c.duration, "d", 10*time.Second, "measured duration (at most 10m)")
+	flag.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured warm-up before the measured duration")
+	flag.StringVar(&c.message, "message", "Say hello", "message of each turn")
+	flag.IntVar(&c.turnsPerSess, "turns-per-session", 1, "turns in one session before a client starts a new one")
+	flag.IntVar(&c.pid, "pid", 0, "process id of the runtime: report its CPU time per turn and resident memory (Linux /proc)")
+	flag.StringVar(&c.fakeAddr, "fake-openai", "", "serve a fake OpenAI API on this address (base URL http://ADDR/v1)")
+	flag.IntVar(&c.chunks, "chunks", 32, "text chunks per fake answer")
+	flag.BoolVar(&c.hold, "hold", false, "fake: after the first chunk, hold each stream open until the client leaves")
+	flag.IntVar(&c.idleSessions, "idle-sessions", 0, "create this many sessions (one turn each) and report memory per idle session")
+	flag.IntVar(&c.openStreams, "open-streams", 0, "open this many streams at once and report memory (run the fake with -hold)")
+	flag.DurationVar(&c.holdFor, "hold-for", 0, "with -open-streams: keep the streams open this long after measuring (at most 10m)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(c, log); err != nil {
+		fmt.Fprintln(os.Stderr, "svcbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config, log *slog.Logger) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if c.fakeAddr != "" {
+		fake, err := startFake(c.fakeAddr, c.chunks, c.hold)
+		if err != nil {
+			return err
+		}
+		defer fake.Close()
+		log.Info("fake OpenAI API", "base_url", "http://"+fake.Addr()+"/v1", "chunks", c.chunks, "hold", c.hold)
+		if c.url == "" {
+			<-ctx.Done()
+			return nil
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns: c.concurrency * 2, MaxIdleConnsPerHost: c.concurrency * 2, MaxConnsPerHost: 0,
+		IdleConnTimeout: time.Minute, DisableCompression: true,
+	}}
+	d := &driver{c: c, client: client}
+	switch {
+	case c.idleSessions > 0:
+		return d.idle(ctx)
+	case c.openStreams > 0:
+		return d.streams(ctx)
+	default:
+		return d.load(ctx)
+	}
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.url == "" && c.fakeAddr == "":
+		return errors.New("set -url (a runtime to load) or -fake-openai (a fake model to serve)")
+	case c.concurrency < 1:
+		return fmt.Errorf("-c must be at least 1, got %d", c.concurrency)
+	case c.duration <= 0 || c.duration > MaxDuration:
+		return fmt.Errorf("-d must be within (0, %s], got %s", MaxDuration, c.duration)
+	case c.warmup < 0 || c.warmup > MaxDuration:
+		return fmt.Errorf("-warmup must be within [0, %s], got %s", MaxDuration, c.warmup)
+	case c.chunks < 1 || c.chunks > 100000:
+		return fmt.Errorf("-chunks must be within [1, 100000], got %d", c.chunks)
+	case c.holdFor < 0 || c.holdFor > MaxDuration:
+		return fmt.Errorf("-hold-for must be within [0, %s], got %s", MaxDuration, c.holdFor)
+	case c.turnsPerSess < 1:
+		return fmt.Errorf("-turns-per-session must be at least 1, got %d", c.turnsPerSess)
+	case c.idleSessions < 0 || c.openStreams < 0:
+		return errors.New("-idle-sessions and -open-streams must not be negative")
+	case (c.idleSessions > 0 || c.openStreams > 0) && c.url == "":
+		return errors.New("-idle-sessions and -open-streams need -url")
+	}
+	return nil
+}

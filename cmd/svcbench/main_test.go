@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/agent"
+	"svc/runner/runtime"
+)
+
+func TestValidate(t *testing.T) {
+	good := config{url: "http://x", concurrency: 1, duration: time.Second, chunks: 32, turnsPerSess: 1}
+	if err := good.validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*config){
+		"no target":      func(c *config) { c.url = "" },
+		"concurrency 0":  func(c *config) { c.concurrency = 0 },
+		"duration 0":     func(c *config) { c.duration = 0 },
+		"duration 11m":   func(c *config) { c.duration = 11 * time.Minute },
+		"chunks 0":       func(c *config) { c.chunks = 0 },
+		"hold-for -1s":   func(c *config) { c.holdFor = -time.Second },
+		"negative idle":  func(c *config) { c.idleSessions = -1 },
+		"turns/session0": func(c *config) { c.turnsPerSess = 0 },
+	} {
+		c := good
+		mut(&c)
+		if err := c.validate(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestProcStats(t *testing.T) {
+	cpu, err := procCPU(os.Getpid())
+	if err != nil || cpu < 0 {
+		t.Fatalf("procCPU = %v, %v", cpu, err)
+	}
+	rss, err := procRSS(os.Getpid())
+	if err != nil || rss <= 0 {
+		t.Fatalf("procRSS = %d, %v", rss, err)
+	}
+}
+
+// TestTurnAgainstRuntime drives real turns through the fake model and a runtime.
+func TestTurnAgainstRuntime(t *testing.T) {
+	fake, err := startFake("127.0.0.1:0", 32, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	ag, err := agent.LoadDir("/work/shared/fixtures/agents/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"OPENAI_BASE_URL": "http://" + fake.Addr() + "/v1"}
+	rt, err := runtime.New(runtime.Options{Agent: ag, Logger: slog.New(slog.DiscardHandler),
+		DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o-mini"},
+		Models:       runtime.NewModels(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rt)
+	defer func() {
+		srv.Close()
+		_ = rt.Close(context.Background())
+	}()
+	d := &driver{c: config{url: srv.URL, message: "hi", turnsPerSess: 2}, client: srv.Client()}
+	br := bufio.NewReader(strings.NewReader(""))
+	session, res := d.turn(context.Background(), "", br)
+	if res.err != nil || res.ttfd <= 0 || session == "" {
+		t.Fatalf("turn: session %q, %+v", session, res)
+	}
+	again, res := d.turn(context.Background(), session, br)
+	if res.err != nil || again != session {
+		t.Fatalf("second turn: session %q (want %q), %v", again, session, res.err)
+	}
+	// A refused turn is an error with the runtime's answer.
+	bad := &driver{c: config{url: srv.URL + "/nope", message: "hi"}, client: srv.Client()}
+	if _, res := bad.turn(context.Background(), "", br); res.err == nil || !strings.Contains(res.err.Error(), "status") {
+		t.Errorf("bad route: %v", res.err)
+	}
+}
