@@ -134,21 +134,6 @@ func TestBodyLimit(t *testing.T) {
 	}
 }
 
-func TestOfficeAttachmentIsLeftOutWithWarning(t *testing.T) {
-	e := start(t, runtime.Options{Agent: loadAgent(t, "hello")})
-	fs := e.chat("", map[string]any{"message": "see file", "attachments": []map[string]string{{
-		"mimeType": "application/vnd.openxmlformats-officedocument.wordprocessingml.document", "data": png, "filename": "plan.docx"}}})
-	found := false
-	for _, w := range ofType(fs, "warning") {
-		if strings.Contains(str(w.Data["message"]), "plan.docx") {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("no warning names the left-out attachment: %v", fs)
-	}
-}
-
 func TestMetadataIsStoredNotSent(t *testing.T) {
 	e := start(t, runtime.Options{Agent: loadAgent(t, "hello")})
 	fs := e.chat("", map[string]any{"message": "m", "metadata": map[string]string{"userId": "u1", "screen": "home"}})

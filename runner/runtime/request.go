@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"svc/runner/attachments"
 	"svc/runner/models"
 )
 
@@ -257,6 +258,7 @@ func (req *chatRequest) validate() (*input, error) {
 		in.parts = append(in.parts, models.Part{MimeType: mt, Data: data, Filename: img.Filename})
 	}
 	var manifest []string
+	var imageBudget attachments.Budget // embedded images across all attachments (spec §8)
 	for i, att := range req.Attachments {
 		field := "attachments[" + strconv.Itoa(i) + "]"
 		mt := mediaType(att.MimeType)
@@ -280,8 +282,18 @@ func (req *chatRequest) validate() (*input, error) {
 		if name == "" {
 			name = "attachment " + strconv.Itoa(i+1)
 		}
-		if kind == kindConverted {
-			in.warnings = append(in.warnings, "attachment "+name+" ("+mt+") was left out: converting Office, OpenDocument and RTF files to text is not available in this runtime yet")
+		if kind == kindConverted && att.Delivery != "context" {
+			conv, err := attachments.Convert(name, mt, data, &imageBudget)
+			if err != nil {
+				return nil, invalid(field+".data", "cannot convert %s (%s) to text: %v", name, mt, err)
+			}
+			in.parts = append(in.parts, models.Part{MimeType: "text/plain", Data: []byte(conv.Text), Filename: name})
+			for _, img := range conv.Images {
+				in.parts = append(in.parts, models.Part{MimeType: img.MimeType, Data: img.Data, Filename: img.Name})
+			}
+			for _, l := range conv.LeftOut {
+				in.warnings = append(in.warnings, "attachment "+l.Name+" was left out: "+l.Reason)
+			}
 			continue
 		}
 		if att.Delivery == "context" {
