@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"svc/agent"
@@ -19,7 +20,9 @@ import (
 	"svc/registry"
 	"svc/runner"
 	"svc/runner/runtime"
+	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
+	"svc/runner/sessions/redislock"
 )
 
 // serverCommands are the roles: up (all in one), api, worker, runner, and dev.
@@ -63,7 +66,17 @@ func (p *platform) newRouter() (*runner.Router, error) {
 	if provider, model, ok := strings.Cut(p.cfg.DefaultModel, "/"); ok {
 		defaultModel = agent.ModelRef{Provider: provider, Model: model}
 	}
-	sessions := dbstore.New(p.db)
+	store := dbstore.New(p.db)
+	var locker sessions.Locker // nil: in-process locks (one runner)
+	if p.cfg.RedisURL != "" {
+		opt, err := redis.ParseURL(p.cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("setting REDIS_URL: %w", err)
+		}
+		rdb := redis.NewClient(opt)
+		p.closers = append(p.closers, rdb.Close)
+		locker = redislock.New(rdb, redislock.Config{Logger: p.log})
+	}
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	return runner.NewRouter(runner.Config{
 		DB: p.db, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log,
@@ -77,7 +90,7 @@ func (p *platform) newRouter() (*runner.Router, error) {
 		NewRuntime: func(_ context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
 			env := p.envOf(d.AgentID)
 			return runtime.New(runtime.Options{
-				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: sessions, Verifier: p.signer,
+				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, Verifier: p.signer,
 				Models: runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID),
