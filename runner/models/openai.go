@@ -1,20 +1,18 @@
 package models
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"time"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // OpenAIConfig configures an OpenAI Chat Completions provider. Zero values are defaults.
@@ -42,44 +40,83 @@ type OpenAIConfig struct {
 // OpenAI streams Chat Completions from OpenAI or an OpenAI-compatible server. Reasoning deltas
 // of compatible servers (a "reasoning_content" or "reasoning" field in the delta) become
 // EventThinkingDelta. It is safe for concurrent use.
+//
+// It speaks the wire format itself rather than through the official SDK: the request body is
+// built with appends and the chunks are read by a decoder made for their shape (see
+// decodeChunk). The SDK's reflective encoder and decoder cost most of the runtime's CPU per
+// turn, for a request and chunks of a handful of fields.
 type OpenAI struct {
-	chat  openai.ChatCompletionService
-	cfg   OpenAIConfig
-	retry retrier
+	client  *http.Client
+	url     string // the chat/completions endpoint
+	urlErr  error  // a BaseURL that does not parse
+	auth    string // the Authorization header, or ""
+	cfg     OpenAIConfig
+	retry   retrier
+	readers sync.Pool // of *bufio.Reader
 }
 
 var _ Provider = (*OpenAI)(nil)
 
-// NewOpenAI returns a provider for cfg. It reads no environment variable.
+// DefaultOpenAIBaseURL is the API root used when OpenAIConfig.BaseURL is empty.
+const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+
+// NewOpenAI returns a provider for cfg. It reads no environment variable. A BaseURL that does
+// not parse fails every call with an error wrapping ErrBadRequest.
 func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	if cfg.Name == "" {
 		cfg.Name = ProviderOpenAI
 	}
-	httpClient := cfg.HTTPClient
-	if httpClient == nil {
-		httpClient = &http.Client{}
+	p := &OpenAI{
+		client: cfg.HTTPClient,
+		cfg:    cfg,
+		retry:  newRetrier(cfg.Name, cfg.MaxRetries, cfg.RetryBaseDelay, cfg.APIKey),
 	}
-	opts := []option.RequestOption{
-		option.WithEnvironmentProduction(),
-		option.WithHTTPClient(httpClient),
-		option.WithMaxRetries(0), // retries are ours, see retrier
+	if p.client == nil {
+		p.client = &http.Client{}
 	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	p.url, p.urlErr = chatURL(cmp.Or(cfg.BaseURL, DefaultOpenAIBaseURL))
+	if p.urlErr != nil {
+		p.urlErr = fmt.Errorf("%w: %s: base URL %q: %w", ErrBadRequest, cfg.Name, cfg.BaseURL, p.urlErr)
 	}
 	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		p.auth = "Bearer " + cfg.APIKey
 	}
-	return &OpenAI{
-		chat:  openai.NewChatCompletionService(opts...),
-		cfg:   cfg,
-		retry: newRetrier(cfg.Name, cfg.MaxRetries, cfg.RetryBaseDelay, cfg.APIKey),
+	return p
+}
+
+// chatURL is the chat/completions endpoint under base.
+func chatURL(base string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(base))
+	if err != nil {
+		return "", err
 	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", errors.New("want an http or https URL such as https://api.openai.com/v1")
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+		if u.RawPath != "" {
+			u.RawPath += "/"
+		}
+	}
+	return u.JoinPath("chat/completions").String(), nil
 }
 
 // Stream implements Provider. On error it also returns what was received so far.
 func (p *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error) (Response, error) {
-	params, err := p.params(&req)
+	if p.urlErr != nil {
+		return Response{}, p.urlErr
+	}
+	model := cmp.Or(req.Model, p.cfg.Model)
+	if model == "" {
+		return Response{}, fmt.Errorf("%w: %s: request has no model", ErrBadRequest, p.cfg.Name)
+	}
+	effort := cmp.Or(req.Effort, p.cfg.Effort)
+	if err := checkEffort(effort); err != nil {
+		return Response{}, err
+	}
+	// Not pooled: the transport may read a request body after the response arrived.
+	body, err := p.appendRequest(make([]byte, 0, 1024), &req, model, effort)
 	if err != nil {
 		return Response{}, err
 	}
@@ -87,252 +124,72 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error
 	var acc openaiAccumulator
 	err = p.retry.run(ctx, &em, func() error {
 		acc.reset()
-		return p.attempt(ctx, &params, &em, &acc)
+		return p.attempt(ctx, body, &em, &acc)
 	})
 	return acc.response(), err
 }
 
-// attempt makes one HTTP call and reads its stream into acc. The SDK builds, authenticates and
-// sends the request and turns HTTP errors into *openai.Error; the stream is read with the SDK's
-// SSE decoder into openaiChunk rather than the SDK's chunk type, whose reflective decoder costs
-// about 60 allocations per chunk (see BenchmarkOpenAIStream32) and hides the reasoning fields of
-// compatible servers in raw JSON.
-func (p *OpenAI) attempt(ctx context.Context, params *openai.ChatCompletionNewParams, em *emitter, acc *openaiAccumulator) error {
-	var res *http.Response
-	sdk := p.chat.NewStreaming(ctx, *params, option.WithResponseBodyInto(&res))
-	if err := sdk.Err(); err != nil {
-		if res != nil && res.Body != nil {
-			_ = res.Body.Close() // already read into the error
+// attempt makes one HTTP call and reads its stream into acc.
+func (p *OpenAI) attempt(ctx context.Context, body []byte, em *emitter, acc *openaiAccumulator) error {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		return p.retry.transportError(err)
+	}
+	h := hreq.Header
+	h["Content-Type"] = []string{"application/json"}
+	h["Accept"] = []string{"text/event-stream"}
+	if p.auth != "" {
+		h["Authorization"] = []string{p.auth}
+	}
+	res, err := p.client.Do(hreq)
+	if err != nil {
+		return p.retry.transportError(err)
+	}
+	defer func() { _ = res.Body.Close() }() // a read-only body: nothing to report on close
+	if res.StatusCode >= 400 {
+		return p.retry.httpError(res.StatusCode, readErrorBody(res.Body), res.Header)
+	}
+	br, _ := p.readers.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReaderSize(res.Body, 8<<10)
+	} else {
+		br.Reset(res.Body)
+	}
+	defer func() {
+		br.Reset(nil)
+		p.readers.Put(br)
+	}()
+	events := eventReader{r: br}
+	var chunk openaiChunk
+	for {
+		data, err := events.next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		return p.translate(err)
-	}
-	if res == nil || res.Body == nil {
-		return p.retry.streamError("no response body", true)
-	}
-	stream := ssestream.NewStream[openaiChunk](ssestream.NewDecoder(res), nil)
-	defer func() { _ = stream.Close() }() // a read-only body: nothing to report on close
-	for stream.Next() {
-		chunk := stream.Current()
+		if err != nil {
+			return p.retry.transportError(err)
+		}
+		if bytes.HasPrefix(data, []byte("[DONE]")) {
+			// Read the end of the body, so that the connection is reused.
+			_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
+			break
+		}
+		isError, err := decodeChunk(data, &chunk)
+		if err != nil {
+			return p.retry.transportError(err)
+		}
+		if isError {
+			msg, retryable := errorEventMessage(data)
+			return p.retry.streamError("error event in stream: "+msg, retryable)
+		}
 		if err := acc.add(&chunk, em); err != nil {
 			return err
 		}
-	}
-	if err := stream.Err(); err != nil {
-		return p.translate(err)
 	}
 	if !acc.started {
 		return p.retry.streamError("the stream ended before any chunk", true)
 	}
 	return acc.finish(em)
-}
-
-// openaiChunk is the part of a chat.completion.chunk the provider reads.
-type openaiChunk struct {
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content string `json:"content"`
-			Refusal string `json:"refusal"`
-			// ReasoningContent is the reasoning of vLLM, DeepSeek and llama.cpp; Reasoning that of
-			// Ollama and OpenRouter (a string; other shapes are ignored).
-			ReasoningContent string                `json:"reasoning_content"`
-			Reasoning        json.RawMessage       `json:"reasoning"`
-			ToolCalls        []openaiToolCallDelta `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-}
-
-// openaiToolCallDelta is one piece of a streamed tool call.
-type openaiToolCallDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-// translate turns an SDK error into an *APIError.
-func (p *OpenAI) translate(err error) error {
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		var header http.Header
-		if apiErr.Response != nil {
-			header = apiErr.Response.Header
-		}
-		return p.retry.httpError(apiErr.StatusCode, apiErr.Message, header)
-	}
-	var streamErr *ssestream.StreamError
-	if errors.As(err, &streamErr) {
-		var body struct {
-			Error struct {
-				Message string `json:"message"`
-				Type    string `json:"type"`
-				Code    any    `json:"code"`
-			} `json:"error"`
-		}
-		msg := streamErr.Message
-		if json.Unmarshal(streamErr.Event.Data, &body) == nil && body.Error.Message != "" {
-			msg = body.Error.Message
-		}
-		kind := strings.ToLower(body.Error.Type + " " + fmt.Sprint(body.Error.Code))
-		retryable := strings.Contains(kind, "server_error") || strings.Contains(kind, "rate_limit") ||
-			strings.Contains(kind, "overloaded")
-		return p.retry.streamError("error event in stream: "+msg, retryable)
-	}
-	return p.retry.transportError(err)
-}
-
-// params builds the SDK request.
-func (p *OpenAI) params(req *Request) (openai.ChatCompletionNewParams, error) {
-	var params openai.ChatCompletionNewParams
-	model := cmp.Or(req.Model, p.cfg.Model)
-	if model == "" {
-		return params, fmt.Errorf("%w: %s: request has no model", ErrBadRequest, p.cfg.Name)
-	}
-	effort := cmp.Or(req.Effort, p.cfg.Effort)
-	if err := checkEffort(effort); err != nil {
-		return params, err
-	}
-	params.Model = model
-	params.StreamOptions.IncludeUsage = openai.Bool(true)
-	if effort != "" {
-		params.ReasoningEffort = shared.ReasoningEffort(effort)
-	}
-	if req.MaxTokens > 0 {
-		if p.cfg.LegacyMaxTokens {
-			params.MaxTokens = openai.Int(int64(req.MaxTokens))
-		} else {
-			params.MaxCompletionTokens = openai.Int(int64(req.MaxTokens))
-		}
-	}
-	params.Messages = make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+1)
-	if req.System != "" {
-		params.Messages = append(params.Messages, openai.SystemMessage(req.System))
-	}
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		if err := checkParts(i, m); err != nil {
-			return params, err
-		}
-		msg, err := openaiMessage(i, m)
-		if err != nil {
-			return params, err
-		}
-		params.Messages = append(params.Messages, msg)
-	}
-	if len(req.Tools) > 0 {
-		params.Tools = make([]openai.ChatCompletionToolUnionParam, 0, len(req.Tools))
-		for i := range req.Tools {
-			t := &req.Tools[i]
-			schema, err := toolSchema(i, t)
-			if err != nil {
-				return params, err
-			}
-			def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-			if t.Description != "" {
-				def.Description = openai.String(t.Description)
-			}
-			params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(def))
-		}
-	}
-	return params, nil
-}
-
-// openaiMessage converts message i.
-func openaiMessage(i int, m *Message) (openai.ChatCompletionMessageParamUnion, error) {
-	switch m.Role {
-	case RoleUser:
-		if len(m.Parts) == 0 {
-			return openai.UserMessage(m.Content), nil
-		}
-		parts := make([]openai.ChatCompletionContentPartUnionParam, 0, len(m.Parts)+1)
-		if m.Content != "" {
-			parts = append(parts, openai.TextContentPart(m.Content))
-		}
-		for j := range m.Parts {
-			parts = append(parts, openaiPart(&m.Parts[j]))
-		}
-		return openai.UserMessage(parts), nil
-	case RoleAssistant:
-		var asst openai.ChatCompletionAssistantMessageParam
-		if m.Content != "" || len(m.ToolCalls) == 0 {
-			asst.Content.OfString = openai.String(m.Content)
-		}
-		for _, tc := range m.ToolCalls {
-			asst.ToolCalls = append(asst.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-					ID: tc.ID,
-					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-						Name: tc.Name, Arguments: string(toolArguments(string(tc.Arguments))),
-					},
-				},
-			})
-		}
-		return openai.ChatCompletionMessageParamUnion{OfAssistant: &asst}, nil
-	case RoleTool:
-		if m.ToolCallID == "" {
-			return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("%w: messages[%d]: tool message has no tool_call_id", ErrBadRequest, i)
-		}
-		content := m.Content
-		if m.IsError && !strings.HasPrefix(strings.ToLower(content), "error") {
-			content = "Error: " + content // Chat Completions has no is_error flag
-		}
-		return openai.ToolMessage(content, m.ToolCallID), nil
-	}
-	return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("%w: messages[%d]: unknown role %q", ErrBadRequest, i, m.Role)
-}
-
-// openaiPart converts a checked part: images as image_url data URIs, PDFs as file parts, text
-// as a text part.
-func openaiPart(p *Part) openai.ChatCompletionContentPartUnionParam {
-	switch kindOf(p.MimeType) {
-	case partImage:
-		return openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: dataURI(p)})
-	case partPDF:
-		file := openai.ChatCompletionContentPartFileFileParam{FileData: openai.String(dataURI(p))}
-		file.Filename = openai.String(cmp.Or(p.Filename, "document.pdf"))
-		return openai.FileContentPart(file)
-	default:
-		return openai.TextContentPart(textPart(p))
-	}
-}
-
-// dataURI encodes a part as data:<type>;base64,<data>.
-func dataURI(p *Part) string {
-	media := mediaType(p.MimeType)
-	var b strings.Builder
-	b.Grow(len("data:;base64,") + len(media) + base64.StdEncoding.EncodedLen(len(p.Data)))
-	b.WriteString("data:")
-	b.WriteString(media)
-	b.WriteString(";base64,")
-	enc := base64.NewEncoder(base64.StdEncoding, &b)
-	_, _ = enc.Write(p.Data) // a strings.Builder does not fail
-	_ = enc.Close()
-	return b.String()
-}
-
-// toolSchema decodes the parameters of tool i; an empty schema is an object without properties.
-func toolSchema(i int, t *ToolSpec) (map[string]any, error) {
-	if t.Name == "" {
-		return nil, fmt.Errorf("%w: tools[%d]: name is empty", ErrBadRequest, i)
-	}
-	if len(t.Parameters) == 0 {
-		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
-	}
-	var schema map[string]any
-	if err := json.Unmarshal(t.Parameters, &schema); err != nil || schema == nil {
-		return nil, fmt.Errorf("%w: tools[%d] (%s): parameters is not a JSON object", ErrBadRequest, i, t.Name)
-	}
-	return schema, nil
 }
 
 // openaiCall is a tool call being assembled from deltas.
@@ -366,12 +223,7 @@ func (a *openaiAccumulator) add(chunk *openaiChunk, em *emitter) error {
 			continue // n is never set, but be safe
 		}
 		d := &ch.Delta
-		thinking := d.ReasoningContent
-		if thinking == "" && len(d.Reasoning) > 1 && d.Reasoning[0] == '"' {
-			if json.Unmarshal(d.Reasoning, &thinking) != nil {
-				thinking = ""
-			}
-		}
+		thinking := d.thinking()
 		if thinking != "" {
 			a.thinking.WriteString(thinking)
 			if err := em.send(Event{Type: EventThinkingDelta, Text: thinking}); err != nil {
@@ -451,8 +303,8 @@ func (a *openaiAccumulator) flushCalls(em *emitter) error {
 	return nil
 }
 
-// finish completes a stream that ended without error; a stream cut before its finish_reason
-// still counts (the SDK cannot tell [DONE] from a clean end of the body).
+// finish completes a stream that ended without error; a stream that ends before its
+// finish_reason or without [DONE] still counts (compatible servers end streams differently).
 func (a *openaiAccumulator) finish(em *emitter) error {
 	if a.reason == "" {
 		a.reason = "stop"

@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -150,8 +155,8 @@ func TestOpenAIStopReasons(t *testing.T) {
 	}
 }
 
-// BenchmarkOpenAIStream32 measures one streamed call of 32 text chunks through the SDK
-// against a local server answering a precomputed stream.
+// BenchmarkOpenAIStream32 measures one streamed call of 32 text chunks against a local server
+// answering a precomputed stream.
 func BenchmarkOpenAIStream32(b *testing.B) {
 	s := modelstest.NewOpenAIBenchServer(b, 32)
 	p := models.NewOpenAI(models.OpenAIConfig{BaseURL: s.URL, HTTPClient: s.Client(), Model: "m"})
@@ -167,5 +172,35 @@ func BenchmarkOpenAIStream32(b *testing.B) {
 		if resp.Usage.OutputTokens != 32 {
 			b.Fatalf("usage = %+v", resp.Usage)
 		}
+	}
+}
+
+func TestOpenAIBadBaseURL(t *testing.T) {
+	for _, base := range []string{"localhost:8000/v1", "ftp://host/v1", "http://[::1"} {
+		p := models.NewOpenAI(models.OpenAIConfig{BaseURL: base, Model: "m"})
+		_, err := p.Stream(context.Background(), userRequest("hi"), (&recorder{}).emit)
+		if !errors.Is(err, models.ErrBadRequest) || !strings.Contains(err.Error(), "base URL") {
+			t.Errorf("base URL %q: error = %v, want ErrBadRequest naming the base URL", base, err)
+		}
+	}
+}
+
+func TestOpenAIReusesConnections(t *testing.T) {
+	s := modelstest.NewOpenAIServer(t, modelstest.Turn{Text: []string{"a"}}, modelstest.Turn{Text: []string{"b"}}, modelstest.Turn{Text: []string{"c"}})
+	var dials atomic.Int32
+	var d net.Dialer
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}}}
+	defer client.CloseIdleConnections()
+	p := models.NewOpenAI(models.OpenAIConfig{BaseURL: s.URL, HTTPClient: client, Model: "m"})
+	for range 3 {
+		if _, err := p.Stream(context.Background(), userRequest("hi"), (&recorder{}).emit); err != nil {
+			t.Fatalf("Stream: %v", err)
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections for 3 calls, want 1 (the stream must be read to its end)", n)
 	}
 }

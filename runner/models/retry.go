@@ -30,9 +30,9 @@ const (
 // connection failures) with exponential backoff and jitter, honours Retry-After up to
 // MaxRetryWait, and never retries once an event was emitted.
 //
-// The SDKs' own retries are turned off (MaxRetries 0) because they differ from this contract:
-// both start at 500 ms, retry 408 and 409 too, and only cover the HTTP exchange, not a stream
-// that breaks before its first event.
+// The Anthropic SDK's own retries are turned off (MaxRetries 0) because they differ from this
+// contract: they start at 500 ms, retry 408 and 409 too, and only cover the HTTP exchange, not
+// a stream that breaks before its first event.
 type retrier struct {
 	provider   string
 	maxRetries int

@@ -349,7 +349,8 @@ func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, c *caller)
 	sw := sse.NewWriter(w)
 	sw.Now = rt.now
 	sw.Coalesce()
-	defer sw.Close() //nolint:errcheck // a client that left is the turn's user_abort, already handled
+	// Detach, not Close: the server flushes the last frames with the end of the response.
+	defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
 	if err := sw.Start(); err != nil {
 		cancel(loop.ErrUserAbort)
 	}

@@ -22,7 +22,9 @@ var ErrClosed = errors.New("sse: stream closed")
 // Frames are written to the response at once and flushed as produced: synchronously after
 // each frame, or — after Coalesce — by a helper goroutine that flushes as soon as it runs, so
 // that frames produced faster than one flush per frame share a flush (and a system call)
-// instead of each paying for one. Either way no frame waits for a timer.
+// instead of each paying for one. Either way no frame waits for a timer. A done frame, the
+// last of a turn, is flushed by the Close or Detach that follows it, so that it shares the
+// last system call of the response.
 type Writer struct {
 	mu  sync.Mutex
 	w   http.ResponseWriter
@@ -97,14 +99,7 @@ func (sw *Writer) flusher(kick, stop <-chan struct{}) {
 // Close flushes what is written, stops the flusher of Coalesce and waits for it. Later writes
 // fail with ErrClosed. It returns the first write or flush error, if any.
 func (sw *Writer) Close() error {
-	sw.mu.Lock()
-	stop := sw.stop
-	if stop != nil {
-		sw.stop = nil
-		close(stop)
-	}
-	sw.mu.Unlock()
-	sw.wg.Wait()
+	sw.stopFlusher()
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if sw.err != nil {
@@ -117,6 +112,33 @@ func (sw *Writer) Close() error {
 	return err
 }
 
+// stopFlusher stops the flusher of Coalesce, if any, and waits for it.
+func (sw *Writer) stopFlusher() {
+	sw.mu.Lock()
+	stop := sw.stop
+	if stop != nil {
+		sw.stop = nil
+		close(stop)
+	}
+	sw.mu.Unlock()
+	sw.wg.Wait()
+}
+
+// Detach is Close for a handler about to return: it stops the flusher of Coalesce and makes
+// later writes fail with ErrClosed, but leaves what is written to the HTTP server, which
+// flushes it together with the end of the response when the handler returns — one system
+// call instead of two. It returns the first write or flush error, if any.
+func (sw *Writer) Detach() error {
+	sw.stopFlusher()
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.err != nil {
+		return sw.err
+	}
+	sw.err = ErrClosed
+	return nil
+}
+
 // Write encodes f and writes it as one event.
 func (sw *Writer) Write(f *Frame) error {
 	sw.mu.Lock()
@@ -127,6 +149,9 @@ func (sw *Writer) Write(f *Frame) error {
 	sw.begin()
 	sw.buf = appendFrame(sw.buf, f, sw.stamp(f))
 	sw.buf = append(sw.buf, '\n', '\n')
+	if f.Type == TypeDone && sw.kick != nil {
+		return sw.writeLocked() // the last frame: Close or Detach, which follow, flush it
+	}
 	return sw.sendLocked()
 }
 
@@ -184,6 +209,18 @@ func (sw *Writer) begin() {
 }
 
 func (sw *Writer) sendLocked() error {
+	if err := sw.writeLocked(); err != nil {
+		return err
+	}
+	if sw.kick != nil {
+		sw.kickLocked()
+		return nil
+	}
+	return sw.flushLocked()
+}
+
+// writeLocked writes the frame in sw.buf to the response without flushing it.
+func (sw *Writer) writeLocked() error {
 	if _, err := sw.w.Write(sw.buf); err != nil {
 		sw.err = fmt.Errorf("%w: %w", ErrClosed, err)
 		return sw.err
@@ -191,11 +228,7 @@ func (sw *Writer) sendLocked() error {
 	if cap(sw.buf) > 64<<10 {
 		sw.buf = make([]byte, 0, 512) // one huge frame must not pin its buffer for the whole stream
 	}
-	if sw.kick != nil {
-		sw.kickLocked()
-		return nil
-	}
-	return sw.flushLocked()
+	return nil
 }
 
 // kickLocked wakes the flusher of Coalesce.

@@ -2,6 +2,7 @@ package sse
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -93,5 +94,42 @@ func TestWriterExplicitTime(t *testing.T) {
 	}
 	if !strings.Contains(rec.Body.String(), `"timestamp":"2020-02-03T04:05:06.000Z"`) {
 		t.Errorf("body = %q", rec.Body.String())
+	}
+}
+
+func TestWriterDetachLeavesTheLastFlushToTheServer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		w := NewWriter(rw)
+		w.Coalesce()
+		if err := w.Start(); err != nil {
+			t.Error(err)
+		}
+		for range 3 {
+			if err := w.Write(&Frame{Type: TypeTextDelta, Content: "x"}); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := w.Write(&Frame{Type: TypeDone, Reason: "complete"}); err != nil {
+			t.Error(err)
+		}
+		if err := w.Detach(); err != nil {
+			t.Error(err)
+		}
+		if err := w.Write(&Frame{Type: TypeDone}); !errors.Is(err, ErrClosed) {
+			t.Errorf("Write after Detach = %v, want ErrClosed", err)
+		}
+	}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(body), `"type":"text_delta"`); got != 3 || !strings.Contains(string(body), "id: 4\ndata: {\"type\":\"done\"") {
+		t.Errorf("body = %q, want 3 deltas and the done frame", body)
 	}
 }
