@@ -22,6 +22,7 @@ import (
 	"svc/runner/runtime"
 	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
+	"svc/runner/sessions/memstore"
 	"svc/runner/sessions/redislock"
 )
 
@@ -67,7 +68,9 @@ func (p *platform) newRouter() (*runner.Router, error) {
 		defaultModel = agent.ModelRef{Provider: provider, Model: model}
 	}
 	store := dbstore.New(p.db)
-	var locker sessions.Locker // nil: in-process locks (one runner)
+	// Every runtime of this process (one per deployment) shares the store and one turn lock per
+	// session: in Redis when runners share it, else in this process.
+	var locker sessions.Locker = &memstore.Locks{}
 	if p.cfg.RedisURL != "" {
 		opt, err := redis.ParseURL(p.cfg.RedisURL)
 		if err != nil {
@@ -90,7 +93,7 @@ func (p *platform) newRouter() (*runner.Router, error) {
 		NewRuntime: func(_ context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
 			env := p.envOf(d.AgentID)
 			return runtime.New(runtime.Options{
-				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, Verifier: p.signer,
+				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.signer,
 				Models: runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID),

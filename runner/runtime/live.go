@@ -75,9 +75,10 @@ func (rt *Runtime) forget(id string) {
 }
 
 // doneWith is called when a request is done with l: over an in-memory store, an idle stored
-// session is not kept live (the store holds it already).
+// session is not kept live (the store holds it already); over a shared store it must not be, since
+// another runtime may run the session's next turn.
 func (rt *Runtime) doneWith(l *liveSession) {
-	if rt.inMemory {
+	if rt.inMemory || rt.opts.SharedStore {
 		rt.dropIdle(l)
 	}
 }

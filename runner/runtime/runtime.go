@@ -42,6 +42,11 @@ type Options struct {
 	Sessions sessions.Store
 	// Locker grants one turn at a time per session; nil means an in-process lock.
 	Locker sessions.Locker
+	// SharedStore says that other runtimes (other deployments of the agent, other runner
+	// processes) use the same Sessions store: no live copy of an idle session is kept between
+	// requests, so every turn starts from the stored session and never overwrites another
+	// runtime's turn. Give such runtimes one shared Locker too.
+	SharedStore bool
 	// Verifier checks runtime tokens (bearer JWTs); nil means runtime tokens are not accepted.
 	Verifier Verifier
 	// AuthToken, when set, is a bearer value that grants trusted access (svc dev's AUTH_TOKEN).

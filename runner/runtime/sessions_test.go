@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"svc/migrations/dbtest"
 	"svc/runner/runtime"
 	"svc/runner/sessions/dbstore"
+	"svc/runner/sessions/memstore"
 )
 
 func TestPreparedSession(t *testing.T) {
@@ -189,6 +191,31 @@ func TestDatabaseSessionsSurviveRestart(t *testing.T) {
 		}
 		if s, err := store.Load(t.Context(), id); err != nil || s.AgentID != agentID || len(s.Messages) != 6 {
 			t.Errorf("stored session changed by another agent: %v", err)
+		}
+	})
+}
+
+// TestSharedStoreAcrossRuntimes alternates one session's turns between two runtimes of the same
+// agent over one database (two deployments, or two runner processes): each turn sees the other's.
+func TestSharedStoreAcrossRuntimes(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		store := dbstore.New(db)
+		locks := &memstore.Locks{}
+		ag := loadAgent(t, "hello")
+		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		id := sessionOf(t, a.chat("", map[string]any{"message": "one"}))
+		b.chat("", map[string]any{"message": "two", "session_id": id})
+		a.chat("", map[string]any{"message": "three", "session_id": id})
+		h := b.do("GET", "/sessions/history/"+id, "", nil)
+		var said []string
+		for _, m := range h.JSON["messages"].([]any) {
+			if msg := m.(map[string]any); msg["role"] == "user" {
+				said = append(said, fmt.Sprint(msg["content"]))
+			}
+		}
+		if got := strings.Join(said, ","); got != "one,two,three" {
+			t.Fatalf("user turns in the history = %q, want one,two,three (a runtime overwrote another's turn)", got)
 		}
 	})
 }
