@@ -52,6 +52,9 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err != nil {
 		return nil, err
 	}
+	if err := rt.requireScope(c, req.ScopeID); err != nil {
+		return nil, err
+	}
 	// 2. Resume, or create: an unknown id creates a session with that id; a session the caller
 	// may not see is never resumed: the caller gets a fresh session instead (rules 5, 6).
 	var l *liveSession
@@ -459,4 +462,15 @@ func (rt *Runtime) chatSync(w http.ResponseWriter, r *http.Request, c *caller) e
 	}
 	writeJSON(w, http.StatusOK, sink.a)
 	return nil
+}
+
+// requireScope applies svc.json's scope.requireScope on local routes (svc dev, a runtime with no
+// runtime-token verifier): spec 5.5. Hosted chat does not enforce it; the application backend
+// authorizes scopes there.
+func (rt *Runtime) requireScope(c *caller, requested string) error {
+	sc := rt.opts.Agent.Config.Scope
+	if rt.opts.Verifier != nil || sc == nil || !sc.RequireScope || c.scopeFor(requested) != "" {
+		return nil
+	}
+	return invalid("scope_id", "is required: svc.json sets scope.requireScope")
 }

@@ -35,6 +35,9 @@ func (rt *Runtime) prepareSession(w http.ResponseWriter, r *http.Request, c *cal
 	if err := checkCommon(body.ScopeID, body.Metadata, body.Model, body.MaxSessionTokens); err != nil {
 		return err
 	}
+	if err := rt.requireScope(c, body.ScopeID); err != nil {
+		return err
+	}
 	agentName, _, err := rt.resolveProfile(body.Agent, body.Skill)
 	if err != nil {
 		return err

@@ -3,9 +3,11 @@ package runtime_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"svc/agent"
 	"svc/auth"
 	"svc/runner/runtime"
 	"svc/runner/sessions"
@@ -253,5 +255,34 @@ func TestHistoryListFiltersAfter500Rows(t *testing.T) {
 	}
 	if r := e.do("GET", "/sessions/history/s000", sg.token(agentID, "u1", ""), nil); r.Status != http.StatusOK {
 		t.Errorf("u1 can still read its session: %d", r.Status)
+	}
+}
+
+// TestRequireScopeOnLocalRoutes: spec 5.5, local chat applies svc.json's scope.requireScope;
+// hosted chat (runtime tokens) does not.
+func TestRequireScopeOnLocalRoutes(t *testing.T) {
+	ag := loadAgent(t, "hello")
+	ag.Config.Scope = &agent.ScopeConfig{RequireScope: true}
+	local := start(t, runtime.Options{Agent: ag})
+	if r := local.do("POST", "/chat/sync", "", map[string]any{"message": "hi"}); r.Status != 400 || !strings.Contains(string(r.Body), "scope_id") {
+		t.Fatalf("local chat without scope_id = %d %s, want 400 naming scope_id", r.Status, r.Body)
+	}
+	if r := local.do("POST", "/sessions", "", map[string]any{}); r.Status != 400 {
+		t.Fatalf("local POST /sessions without scope_id = %d, want 400", r.Status)
+	}
+	if r := local.do("POST", "/chat/sync", "", map[string]any{"message": "hi", "scope_id": "tenant-1"}); r.Status != 200 {
+		t.Fatalf("local chat with scope_id = %d %s", r.Status, r.Body)
+	}
+	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosted := start(t, runtime.Options{Agent: ag, AgentID: agentID, Verifier: signer})
+	tok, err := signer.Mint(auth.RuntimeClaims{AgentID: agentID, ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := hosted.do("POST", "/chat/sync", tok, map[string]any{"message": "hi"}); r.Status != 200 {
+		t.Fatalf("hosted chat without scope_id = %d %s, want 200 (not enforced)", r.Status, r.Body)
 	}
 }
