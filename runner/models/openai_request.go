@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"svc/runner/sse"
 )
 
 // appendOpenAIRequest appends the JSON body of a streamed Chat Completions request for req,
@@ -17,11 +18,11 @@ import (
 // model and effort are the request's, already defaulted and checked.
 func (p *OpenAI) appendRequest(dst []byte, req *Request, model, effort string) ([]byte, error) {
 	dst = append(dst, `{"model":`...)
-	dst = appendJSONString(dst, model)
+	dst = sse.AppendString(dst, model)
 	dst = append(dst, `,"stream":true,"stream_options":{"include_usage":true}`...)
 	if effort != "" {
 		dst = append(dst, `,"reasoning_effort":`...)
-		dst = appendJSONString(dst, effort)
+		dst = sse.AppendString(dst, effort)
 	}
 	if req.MaxTokens > 0 {
 		if p.cfg.LegacyMaxTokens {
@@ -35,7 +36,7 @@ func (p *OpenAI) appendRequest(dst []byte, req *Request, model, effort string) (
 	first := true
 	if req.System != "" {
 		dst = append(dst, `{"role":"system","content":`...)
-		dst = appendJSONString(dst, req.System)
+		dst = sse.AppendString(dst, req.System)
 		dst = append(dst, '}')
 		first = false
 	}
@@ -65,10 +66,10 @@ func (p *OpenAI) appendRequest(dst []byte, req *Request, model, effort string) (
 			if t.Name == "" {
 				return dst, fmt.Errorf("%w: tools[%d]: name is empty", ErrBadRequest, i)
 			}
-			dst = appendJSONString(dst, t.Name)
+			dst = sse.AppendString(dst, t.Name)
 			if t.Description != "" {
 				dst = append(dst, `,"description":`...)
-				dst = appendJSONString(dst, t.Description)
+				dst = sse.AppendString(dst, t.Description)
 			}
 			dst = append(dst, `,"parameters":`...)
 			var err error
@@ -102,7 +103,7 @@ func appendOpenAIMessage(dst []byte, i int, m *Message) ([]byte, error) {
 	case RoleUser:
 		dst = append(dst, `{"role":"user","content":`...)
 		if len(m.Parts) == 0 {
-			dst = appendJSONString(dst, m.Content)
+			dst = sse.AppendString(dst, m.Content)
 			return append(dst, '}'), nil
 		}
 		dst = append(dst, '[')
@@ -121,7 +122,7 @@ func appendOpenAIMessage(dst []byte, i int, m *Message) ([]byte, error) {
 		dst = append(dst, `{"role":"assistant"`...)
 		if m.Content != "" || len(m.ToolCalls) == 0 {
 			dst = append(dst, `,"content":`...)
-			dst = appendJSONString(dst, m.Content)
+			dst = sse.AppendString(dst, m.Content)
 		}
 		if len(m.ToolCalls) > 0 {
 			dst = append(dst, `,"tool_calls":[`...)
@@ -131,11 +132,11 @@ func appendOpenAIMessage(dst []byte, i int, m *Message) ([]byte, error) {
 					dst = append(dst, ',')
 				}
 				dst = append(dst, `{"id":`...)
-				dst = appendJSONString(dst, tc.ID)
+				dst = sse.AppendString(dst, tc.ID)
 				dst = append(dst, `,"type":"function","function":{"name":`...)
-				dst = appendJSONString(dst, tc.Name)
+				dst = sse.AppendString(dst, tc.Name)
 				dst = append(dst, `,"arguments":`...)
-				dst = appendJSONString(dst, string(toolArguments(string(tc.Arguments))))
+				dst = sse.AppendString(dst, string(toolArguments(string(tc.Arguments))))
 				dst = append(dst, `}}`...)
 			}
 			dst = append(dst, ']')
@@ -150,9 +151,9 @@ func appendOpenAIMessage(dst []byte, i int, m *Message) ([]byte, error) {
 			content = "Error: " + content // Chat Completions has no is_error flag
 		}
 		dst = append(dst, `{"role":"tool","tool_call_id":`...)
-		dst = appendJSONString(dst, m.ToolCallID)
+		dst = sse.AppendString(dst, m.ToolCallID)
 		dst = append(dst, `,"content":`...)
-		dst = appendJSONString(dst, content)
+		dst = sse.AppendString(dst, content)
 		return append(dst, '}'), nil
 	}
 	return dst, fmt.Errorf("%w: messages[%d]: unknown role %q", ErrBadRequest, i, m.Role)
@@ -161,7 +162,7 @@ func appendOpenAIMessage(dst []byte, i int, m *Message) ([]byte, error) {
 // appendTextPart appends a text content part.
 func appendTextPart(dst []byte, text string) []byte {
 	dst = append(dst, `{"type":"text","text":`...)
-	dst = appendJSONString(dst, text)
+	dst = sse.AppendString(dst, text)
 	return append(dst, '}')
 }
 
@@ -177,7 +178,7 @@ func appendOpenAIPart(dst []byte, p *Part) []byte {
 		dst = append(dst, `{"type":"file","file":{"file_data":"`...)
 		dst = appendDataURI(dst, p)
 		dst = append(dst, `","filename":`...)
-		dst = appendJSONString(dst, cmp.Or(p.Filename, "document.pdf"))
+		dst = sse.AppendString(dst, cmp.Or(p.Filename, "document.pdf"))
 		return append(dst, `}}`...)
 	default:
 		return appendTextPart(dst, textPart(p))
@@ -188,7 +189,7 @@ func appendOpenAIPart(dst []byte, p *Part) []byte {
 // for a JSON string and base64 needs no escaping.
 func appendDataURI(dst []byte, p *Part) []byte {
 	dst = append(dst, "data:"...)
-	media := appendJSONString(nil, mediaType(p.MimeType))
+	media := sse.AppendString(nil, mediaType(p.MimeType))
 	dst = append(dst, media[1:len(media)-1]...)
 	dst = append(dst, ";base64,"...)
 	return base64.StdEncoding.AppendEncode(dst, p.Data)
@@ -207,54 +208,4 @@ func toolSchema(i int, t *ToolSpec) (map[string]any, error) {
 		return nil, fmt.Errorf("%w: tools[%d] (%s): parameters is not a JSON object", ErrBadRequest, i, t.Name)
 	}
 	return schema, nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string: quotes, backslashes and control characters are
-// escaped, as are U+2028 and U+2029; invalid UTF-8 becomes U+FFFD, as with encoding/json.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"svc/runner/sse"
 )
 
 // chunkCases are chunk events of real and compatible servers, and odd ones that must go to
@@ -216,7 +218,7 @@ func TestAppendJSONString(t *testing.T) {
 		"", "plain", "quote \" backslash \\ slash /", "ctl \x00 \x01 \x1f \n \r \t", "é € 😀",
 		"invalid \xff \xe2\x82 end", "\u2028 \u2029", "<html> & co",
 	} {
-		enc := appendJSONString(nil, s)
+		enc := sse.AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(enc, &back); err != nil {
 			t.Fatalf("%q encodes to invalid JSON %s: %v", s, enc, err)
