@@ -24,7 +24,10 @@ type benchPlatform struct {
 	cancel     func()
 }
 
-func startPlatform(tb testing.TB) *benchPlatform {
+func startPlatform(tb testing.TB) *benchPlatform { return startPlatformAt(tb, tb.TempDir()) }
+
+// startPlatformAt runs svc up on dataDir (which may hold an earlier run's data).
+func startPlatformAt(tb testing.TB, dataDir string) *benchPlatform {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,7 +35,6 @@ func startPlatform(tb testing.TB) *benchPlatform {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	dataDir := tb.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/builder/gittest"
+)
+
+// TestRestartLosesNothing stops svc up and starts it again on the same data dir: the agent, its
+// active deployment, the URLs and a conversation all carry on, and the admin token still works.
+func TestRestartLosesNothing(t *testing.T) {
+	dataDir := t.TempDir()
+	p := startPlatformAt(t, dataDir)
+	var a struct{ AgentID, Slug string }
+	p.call(t, "POST", "/api/agents", map[string]any{"name": "keeper"}, nil, &a)
+	files := map[string]string{}
+	for _, rel := range []string{"svc.json", "agents/default/AGENT.md", "agents/default/agent.json"} {
+		b, err := os.ReadFile(filepath.Join(gittest.Fixture("hello"), rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[rel] = string(b)
+	}
+	var sv struct{ SourceVersionID string }
+	p.call(t, "POST", "/api/agents/"+a.AgentID+"/source-versions", map[string]any{"files": files}, nil, &sv)
+	var rd struct{ DeployID string }
+	p.call(t, "POST", "/api/deployments/redeploy", map[string]any{"agentId": a.AgentID}, nil, &rd)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		var d struct{ Status string }
+		p.call(t, "GET", "/api/deployments/"+rd.DeployID, nil, nil, &d)
+		if d.Status == "ready" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deployment %s: %s", rd.DeployID, d.Status)
+		}
+	}
+	p.call(t, "POST", "/api/deployments/"+rd.DeployID+"/activate", nil, nil, nil)
+	chat := func(p *benchPlatform, session, message string) (string, string) {
+		t.Helper()
+		var tok struct{ Token string }
+		p.call(t, "POST", "/api/agents/"+a.AgentID+"/tokens", map[string]any{}, nil, &tok)
+		body, _ := json.Marshal(map[string]any{"message": message, "session_id": session})
+		req, _ := http.NewRequest("POST", p.url+"/chat/sync", strings.NewReader(string(body)))
+		req.Host = a.Slug + ".apps.localhost"
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ SessionID, Text string }
+		var raw map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&raw)
+		out.SessionID, _ = raw["session_id"].(string)
+		out.Text, _ = raw["text"].(string)
+		if resp.StatusCode != 200 {
+			t.Fatalf("chat = %d %v", resp.StatusCode, raw)
+		}
+		return out.SessionID, out.Text
+	}
+	session, _ := chat(p, "", "before the restart")
+	p.cancel()
+
+	// The same data dir: everything is still there.
+	q := startPlatformAt(t, dataDir)
+	q.token = p.token
+	var d struct {
+		Status   string
+		IsActive bool
+	}
+	if s := q.call(t, "GET", "/api/deployments/"+rd.DeployID, nil, nil, &d); s != 200 || d.Status != "ready" || !d.IsActive {
+		t.Fatalf("deployment after restart = %d %+v", s, d)
+	}
+	id, text := chat(q, session, "after the restart")
+	if id != session || text != "echo: after the restart" {
+		t.Fatalf("chat after restart = %s %q, want session %s", id, text, session)
+	}
+	var h struct {
+		Messages []struct{ Role, Content string }
+	}
+	var tok struct{ Token string }
+	q.call(t, "POST", "/api/agents/"+a.AgentID+"/tokens", map[string]any{}, nil, &tok)
+	req, _ := http.NewRequest("GET", q.url+"/sessions/history/"+session, nil)
+	req.Host = a.Slug + ".apps.localhost"
+	req.Header.Set("Authorization", "Bearer "+tok.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, m := range h.Messages {
+		if m.Role == "user" {
+			said = append(said, m.Content)
+		}
+	}
+	if strings.Join(said, "|") != "before the restart|after the restart" {
+		t.Fatalf("history after restart: %q", said)
+	}
+}
