@@ -8,12 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +21,7 @@ import (
 
 	"svc/api"
 	"svc/auth"
+	"svc/builder/gittest"
 	"svc/registry"
 	"svc/registry/fsobjects"
 	"svc/workers"
@@ -58,9 +56,6 @@ func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey 
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return p
 }
-
-// fixtures is the shared agent fixtures folder.
-const fixtures = "../../shared/fixtures/agents"
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
 type syncBuffer struct {
@@ -252,30 +247,7 @@ func errorOf(t *testing.T, rec *httptest.ResponseRecorder) errorEnvelope {
 }
 
 // fixtureFiles reads a fixture tree as {path: text}.
-func fixtureFiles(t *testing.T, name string) map[string]string {
-	t.Helper()
-	root := filepath.Join(fixtures, name)
-	files := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		files[filepath.ToSlash(rel)] = string(data)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
-}
+func fixtureFiles(t *testing.T, name string) map[string]string { return gittest.Files(t, name) }
 
 // tarGz packs files into a tar.gz, in the order given by names (or map order when nil), with
 // the given modification time, so tests can vary what must not change the digest.

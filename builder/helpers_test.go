@@ -18,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"svc/builder/gittest"
 	"svc/registry"
 	"svc/registry/fsobjects"
 )
@@ -28,33 +29,7 @@ func fixtureDir(name string) string {
 }
 
 // fixtureFiles reads every file of a shared example agent, by slash path.
-func fixtureFiles(tb testing.TB, name string) map[string]string {
-	tb.Helper()
-	root := fixtureDir(name)
-	files := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		files[filepath.ToSlash(rel)] = string(data)
-		return nil
-	})
-	if err != nil {
-		tb.Fatalf("read fixture %s: %v", name, err)
-	}
-	if len(files) == 0 {
-		tb.Fatalf("fixture %s is empty", name)
-	}
-	return files
-}
+func fixtureFiles(tb testing.TB, name string) map[string]string { return gittest.Files(tb, name) }
 
 // newObjects returns a filesystem object store in a temporary folder.
 func newObjects(tb testing.TB) registry.Objects {

@@ -122,3 +122,32 @@ func HTTPServer(t testing.TB, root string, wrap func(http.Handler) http.Handler)
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// Files reads every file of a shared example agent tree as {slash path: text}.
+func Files(t testing.TB, name string) map[string]string {
+	t.Helper()
+	root := Fixture(name)
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		files[filepath.ToSlash(rel)] = string(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read fixture %s: %v", name, err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("fixture %s is empty", name)
+	}
+	return files
+}

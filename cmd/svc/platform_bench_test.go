@@ -208,15 +208,7 @@ func BenchmarkSwitchLatency(b *testing.B) {
 	p := startPlatform(b)
 	var a struct{ AgentID, Slug string }
 	p.call(b, "POST", "/api/agents", map[string]any{"name": "switch"}, nil, &a)
-	files := map[string]string{}
-	root := gittest.Fixture("hello")
-	for _, rel := range []string{"svc.json", "agents/default/AGENT.md", "agents/default/agent.json"} {
-		body, err := os.ReadFile(filepath.Join(root, rel))
-		if err != nil {
-			b.Fatal(err)
-		}
-		files[rel] = string(body)
-	}
+	files := gittest.Files(b, "hello")
 	var deploys [2]string
 	for i := range deploys {
 		files["NOTES.md"] = fmt.Sprint("version ", i) // two different bundles

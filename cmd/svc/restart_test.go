@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,14 +17,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	p := startPlatformAt(t, dataDir)
 	var a struct{ AgentID, Slug string }
 	p.call(t, "POST", "/api/agents", map[string]any{"name": "keeper"}, nil, &a)
-	files := map[string]string{}
-	for _, rel := range []string{"svc.json", "agents/default/AGENT.md", "agents/default/agent.json"} {
-		b, err := os.ReadFile(filepath.Join(gittest.Fixture("hello"), rel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[rel] = string(b)
-	}
+	files := gittest.Files(t, "hello")
 	var sv struct{ SourceVersionID string }
 	p.call(t, "POST", "/api/agents/"+a.AgentID+"/source-versions", map[string]any{"files": files}, nil, &sv)
 	var rd struct{ DeployID string }

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,14 +15,7 @@ func TestRoutingFollowsLifecycle(t *testing.T) {
 	p := startPlatform(t)
 	var a struct{ AgentID, Slug string }
 	p.call(t, "POST", "/api/agents", map[string]any{"name": "router"}, nil, &a)
-	files := map[string]string{}
-	for _, rel := range []string{"svc.json", "agents/default/AGENT.md", "agents/default/agent.json"} {
-		b, err := os.ReadFile(filepath.Join(gittest.Fixture("hello"), rel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[rel] = string(b)
-	}
+	files := gittest.Files(t, "hello")
 	deploy := func(env, note string) string {
 		files["NOTES.md"] = note
 		var sv struct{ SourceVersionID string }
