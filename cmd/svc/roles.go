@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -206,7 +207,11 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		return err
 	}
 	defer p.close()
-	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redactURL(cfg.RedisURL))
+	redisAt := "(unparsable REDIS_URL)"
+	if u, err := url.Parse(cfg.RedisURL); err == nil {
+		redisAt = u.Redacted()
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
 	return p.runQueue(ctx)
 }
 
@@ -232,13 +237,4 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 	return serve(ctx, cfg.Addr, hostSplit(router, health), func(addr net.Addr) {
 		fmt.Fprintf(cmd.OutOrStdout(), "svc %s runner on http://%s (agents at http://<slug>.%s)\n", version, addr, cfg.AppsDomain)
 	})
-}
-
-func redactURL(u string) string {
-	if i := strings.LastIndex(u, "@"); i > 0 {
-		if j := strings.Index(u, "://"); j > 0 && j < i {
-			return u[:j+3] + "***" + u[i:]
-		}
-	}
-	return u
 }
