@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"gorm.io/gorm"
 
 	"svc/auth"
 	"svc/builder"
@@ -263,7 +262,7 @@ func (a *API) promote(c *gin.Context) error {
 		},
 	}
 	if src.Type == registry.SourceGit {
-		preq.Gate = func(_ *gorm.DB, commit string) (bool, string, error) {
+		preq.Gate = func(ctx context.Context, commit string) (bool, string, error) {
 			st, err := a.commitStatuses.Latest(ctx, ag.ID, commit, registry.EvalsContext)
 			if errors.Is(err, registry.ErrCommitStatusNotFound) {
 				return false, "", nil // a missing status does not block

@@ -493,7 +493,7 @@ type PromoteRequest struct {
 	Force   bool
 	Actor   string
 	// Gate reports whether the source commit's evals status blocks (git sources only); nil: no gate.
-	Gate func(tx *gorm.DB, commit string) (blocked bool, state string, err error)
+	Gate func(ctx context.Context, commit string) (blocked bool, state string, err error)
 	// Copy copies the bundle to its destination key (may be the same key: bundles are content
 	// addressed); an error is ErrBundleUnavailable.
 	Copy func(ctx context.Context, src Deployment) (dstKey string, err error)
@@ -514,7 +514,7 @@ func (s *Deployments) Promote(ctx context.Context, req PromoteRequest) (Deployme
 		return Deployment{}, ErrBundleUnavailable
 	}
 	if req.Gate != nil && !req.Force {
-		blocked, state, err := req.Gate(s.db.WithContext(ctx), src.CommitSHA)
+		blocked, state, err := req.Gate(ctx, src.CommitSHA)
 		if err != nil {
 			return Deployment{}, err
 		}

@@ -211,8 +211,10 @@ func TestPromote(t *testing.T) {
 		prodBefore := built(t, s, "a1", "production", "c0", true)
 		src := built(t, s, "a1", "preview-main", "c1", true)
 
-		gate := func(state string) func(*gorm.DB, string) (bool, string, error) {
-			return func(*gorm.DB, string) (bool, string, error) { return state != "success" && state != "", state, nil }
+		gate := func(state string) func(context.Context, string) (bool, string, error) {
+			return func(context.Context, string) (bool, string, error) {
+				return state != "success" && state != "", state, nil
+			}
 		}
 		for _, state := range []string{"pending", "failure", "error"} {
 			_, err := s.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "preview-main", Gate: gate(state)})
