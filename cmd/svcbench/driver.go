@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -20,8 +22,28 @@ import (
 
 // driver runs the clients.
 type driver struct {
-	c      config
-	client *http.Client
+	c       config
+	addr    string // host:port of -url
+	prefix  []byte // a request up to Content-Length's value
+	message []byte // the request body's start: {"message":"..."
+}
+
+// newDriver prepares requests to c.url, which validate has checked.
+func newDriver(c config) (*driver, error) {
+	u, err := url.Parse(c.url)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return nil, fmt.Errorf("-url must be an http:// URL with a host, got %q", c.url)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	prefix := "POST " + u.EscapedPath() + "/chat/stream HTTP/1.1\r\nHost: " + u.Host + "\r\nContent-Type: application/json\r\n"
+	if c.token != "" {
+		prefix += "Authorization: Bearer " + c.token + "\r\n"
+	}
+	prefix += "Content-Length: "
+	return &driver{c: c, addr: addr, prefix: []byte(prefix), message: []byte(`{"message":` + strconv.Quote(c.message))}, nil
 }
 
 // turnResult is one measured turn.
@@ -36,32 +58,29 @@ var (
 	doneMark   = []byte(`"type":"done"`)
 )
 
-// turn sends one chat turn and reads its stream to the end. It returns the session id.
-func (d *driver) turn(ctx context.Context, session string, br *bufio.Reader) (string, turnResult) {
-	body := `{"message":` + strconv.Quote(d.c.message)
+// body is a turn's request body, built in cl's buffer.
+func (d *driver) body(cl *rawClient, session string) []byte {
+	b := append(cl.reqBody[:0], d.message...)
 	if session != "" {
-		body += `,"session_id":` + strconv.Quote(session)
+		b = append(b, `,"session_id":`...)
+		b = strconv.AppendQuote(b, session)
 	}
-	body += "}"
-	req, err := http.NewRequestWithContext(ctx, "POST", d.c.url+"/chat/stream", strings.NewReader(body))
+	cl.reqBody = append(b, '}')
+	return cl.reqBody
+}
+
+// turn sends one chat turn on cl and reads its stream to the end. It returns the session id.
+func (d *driver) turn(cl *rawClient, session string) (string, turnResult) {
+	status, err := cl.post(d.body(cl, session))
 	if err != nil {
 		return "", turnResult{err: err}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if d.c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+d.c.token)
+	if status != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(&cl.body, 512))
+		cl.done(false)
+		return "", turnResult{err: fmt.Errorf("status %d: %s", status, msg)}
 	}
-	began := time.Now()
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return "", turnResult{err: err}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return "", turnResult{err: fmt.Errorf("status %d: %s", resp.StatusCode, msg)}
-	}
-	br.Reset(resp.Body)
+	br := cl.lines
 	var res turnResult
 	sawDone := false
 	for {
@@ -71,7 +90,7 @@ func (d *driver) turn(ctx context.Context, session string, br *bufio.Reader) (st
 			case session == "" && bytes.HasPrefix(line, initPrefix):
 				session = sessionID(line)
 			case res.ttfd == 0 && bytes.Contains(line, deltaMark):
-				res.ttfd = time.Since(began)
+				res.ttfd = time.Since(cl.began)
 			case bytes.Contains(line, doneMark):
 				sawDone = true
 			}
@@ -85,6 +104,7 @@ func (d *driver) turn(ctx context.Context, session string, br *bufio.Reader) (st
 			} else if !sawDone {
 				res.err = errors.New("stream ended without done")
 			}
+			cl.done(errors.Is(err, io.EOF))
 			return session, res
 		}
 	}
@@ -110,7 +130,8 @@ func (d *driver) load(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range d.c.concurrency {
 		wg.Go(func() {
-			br := bufio.NewReaderSize(nil, 16<<10)
+			cl := d.newClient(ctx, 16<<10)
+			defer cl.Close()
 			local := make([]time.Duration, 0, 1024)
 			session, n := "", 0
 			for ctx.Err() == nil {
@@ -118,7 +139,7 @@ func (d *driver) load(ctx context.Context) error {
 					session = ""
 				}
 				var res turnResult
-				session, res = d.turn(ctx, session, br)
+				session, res = d.turn(cl, session)
 				n++
 				if ctx.Err() != nil {
 					break
@@ -201,9 +222,10 @@ func (d *driver) idle(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range d.c.concurrency {
 		wg.Go(func() {
-			br := bufio.NewReaderSize(nil, 16<<10)
+			cl := d.newClient(ctx, 16<<10)
+			defer cl.Close()
 			for ctx.Err() == nil && next.Add(1) <= int64(d.c.idleSessions) {
-				if _, res := d.turn(ctx, "", br); res.err != nil {
+				if _, res := d.turn(cl, ""); res.err != nil {
 					failed.Add(1)
 				}
 			}
@@ -237,33 +259,13 @@ func (d *driver) streams(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range d.c.openStreams {
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, "POST", d.c.url+"/chat/stream", strings.NewReader(`{"message":`+strconv.Quote(d.c.message)+`}`))
-			if err != nil {
-				opened <- err
-				return
+			cl := d.newClient(ctx, 4<<10)
+			defer cl.Close()
+			err := d.open(cl)
+			opened <- err
+			if err == nil {
+				<-ctx.Done() // hold the stream open
 			}
-			if d.c.token != "" {
-				req.Header.Set("Authorization", "Bearer "+d.c.token)
-			}
-			resp, err := d.client.Do(req)
-			if err != nil {
-				opened <- err
-				return
-			}
-			defer resp.Body.Close()
-			br := bufio.NewReader(resp.Body)
-			for {
-				line, err := br.ReadSlice('\n')
-				if err != nil {
-					opened <- fmt.Errorf("stream ended before its first text_delta: %w", err)
-					return
-				}
-				if bytes.Contains(line, deltaMark) {
-					opened <- nil
-					break
-				}
-			}
-			<-ctx.Done() // hold the stream open
 		})
 	}
 	failed := 0
@@ -289,6 +291,27 @@ func (d *driver) streams(ctx context.Context) error {
 	cancel()
 	wg.Wait()
 	return nil
+}
+
+// open starts one stream on cl and reads it up to its first text_delta.
+func (d *driver) open(cl *rawClient) error {
+	status, err := cl.post(d.body(cl, ""))
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(&cl.body, 512))
+		return fmt.Errorf("status %d: %s", status, msg)
+	}
+	for {
+		line, err := cl.lines.ReadSlice('\n')
+		if bytes.Contains(line, deltaMark) {
+			return nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return fmt.Errorf("stream ended before its first text_delta: %w", err)
+		}
+	}
 }
 
 // procCPU is the user+system CPU time of pid (0: none).

@@ -1,47 +1,184 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net"
-	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
 // fakeServer is a fake OpenAI Chat Completions API for load tests: every request gets the same
-// precomputed stream of chunks "tok " and a usage chunk, written at once with no delay.
+// precomputed stream of chunks "tok " and a usage chunk, written at once with no delay. It speaks
+// just enough HTTP/1.1 on raw TCP to stay cheap next to the runtime it feeds.
 type fakeServer struct {
-	srv *http.Server
-	ln  net.Listener
+	ln       net.Listener
+	stream   [2][]byte // the whole answer; [1] with Connection: close
+	notFound [2][]byte
+	holdHead []byte // with hold: the header and the head as one chunk
+	hold     bool
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // Addr is the address the fake listens on.
 func (f *fakeServer) Addr() string { return f.ln.Addr().String() }
 
-// Close stops the fake and its open streams.
-func (f *fakeServer) Close() { _ = f.srv.Close() }
+// Close stops the fake, closes its connections and open streams, and waits for them.
+func (f *fakeServer) Close() {
+	f.mu.Lock()
+	f.closed = true
+	_ = f.ln.Close()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
 
 func startFake(addr string, chunks int, hold bool) (*fakeServer, error) {
 	head, all := fakeStream(chunks)
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		if hold {
-			_, _ = w.Write(head) // a client that left ends the request
-			_ = http.NewResponseController(w).Flush()
-			<-r.Context().Done()
-			return
-		}
-		_, _ = w.Write(all)
-	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }() // ends with Close
-	return &fakeServer{srv: srv, ln: ln}, nil
+	const sse = "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+	f := &fakeServer{ln: ln, hold: hold, conns: map[net.Conn]struct{}{}}
+	for i, conn := range []string{"", "Connection: close\r\n"} {
+		f.stream[i] = httpResponse("200 OK", sse+conn, all)
+		f.notFound[i] = httpResponse("404 Not Found", "Content-Type: text/plain; charset=utf-8\r\n"+conn, []byte("404 page not found\n"))
+	}
+	f.holdHead = fmt.Appendf(nil, "HTTP/1.1 200 OK\r\n%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", sse, len(head), head)
+	f.wg.Add(1)
+	go f.accept()
+	return f, nil
+}
+
+var fakeBadRequest = httpResponse("400 Bad Request", "Content-Type: text/plain; charset=utf-8\r\nConnection: close\r\n", []byte("400 Bad Request\n"))
+
+// httpResponse is a whole response framed with Content-Length; header lines end in CRLF.
+func httpResponse(status, header string, body []byte) []byte {
+	b := fmt.Appendf(nil, "HTTP/1.1 %s\r\n%sContent-Length: %d\r\n\r\n", status, header, len(body))
+	return append(b, body...)
+}
+
+func (f *fakeServer) accept() {
+	defer f.wg.Done()
+	for {
+		conn, err := f.ln.Accept()
+		if err != nil {
+			f.mu.Lock()
+			closed := f.closed
+			f.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // such as too many open files: wait as net/http does
+			continue
+		}
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			_ = conn.Close()
+			return
+		}
+		f.conns[conn] = struct{}{}
+		f.wg.Add(1)
+		f.mu.Unlock()
+		go f.serve(conn)
+	}
+}
+
+// openConns is the number of connections being served.
+func (f *fakeServer) openConns() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conns)
+}
+
+// serve answers the requests of one connection in turn.
+func (f *fakeServer) serve(conn net.Conn) {
+	defer func() {
+		_ = conn.Close()
+		f.mu.Lock()
+		delete(f.conns, conn)
+		f.mu.Unlock()
+		f.wg.Done()
+	}()
+	br := bufio.NewReaderSize(conn, 4<<10)
+	var body bodyReader
+	for {
+		stream, closeAfter, err := f.readRequest(br, &body)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				_, _ = conn.Write(fakeBadRequest)
+			}
+			return
+		}
+		var answer []byte
+		switch {
+		case stream && f.hold:
+			if _, err := conn.Write(f.holdHead); err == nil {
+				_, _ = io.Copy(io.Discard, br) // until the client leaves or Close
+			}
+			return
+		case stream:
+			answer = f.stream[b2i(closeAfter)]
+		default:
+			answer = f.notFound[b2i(closeAfter)]
+		}
+		if _, err := conn.Write(answer); err != nil || closeAfter {
+			return
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var errBadRequest = errors.New("bad request")
+
+// readRequest reads one request and discards its body. stream reports POST
+// /v1/chat/completions; io.EOF means the client left between requests.
+func (f *fakeServer) readRequest(br *bufio.Reader, body *bodyReader) (stream, closeAfter bool, err error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if len(line) == 0 && !errors.Is(err, bufio.ErrBufferFull) {
+			return false, false, io.EOF
+		}
+		return false, false, errBadRequest
+	}
+	// METHOD SP TARGET SP HTTP/1.x
+	line = trimEOL(line)
+	method, rest, ok1 := bytes.Cut(line, []byte(" "))
+	target, proto, ok2 := bytes.Cut(rest, []byte(" "))
+	http10 := bytes.Equal(proto, []byte("HTTP/1.0"))
+	if !ok1 || !ok2 || len(method) == 0 || len(target) == 0 || !http10 && !bytes.Equal(proto, []byte("HTTP/1.1")) {
+		return false, false, errBadRequest
+	}
+	path, _, _ := bytes.Cut(target, []byte("?"))
+	stream = bytes.Equal(method, []byte("POST")) && bytes.Equal(path, []byte("/v1/chat/completions")) // line is br's until the next read
+	h, err := readHeaders(br)
+	if err != nil {
+		return false, false, errBadRequest
+	}
+	body.reset(br, h, false)
+	if err := body.discard(); err != nil {
+		return false, false, errBadRequest
+	}
+	return stream, h.close || http10 && !h.keep, nil
 }
 
 // fakeStream returns the first two chunks (role, first text) and the whole stream.

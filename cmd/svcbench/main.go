@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // MaxDuration bounds -d.
@@ -74,11 +76,10 @@ func run(c config, log *slog.Logger) error {
 			return nil
 		}
 	}
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns: c.concurrency * 2, MaxIdleConnsPerHost: c.concurrency * 2, MaxConnsPerHost: 0,
-		IdleConnTimeout: time.Minute, DisableCompression: true,
-	}}
-	d := &driver{c: c, client: client}
+	d, err := newDriver(c)
+	if err != nil {
+		return err
+	}
 	switch {
 	case c.idleSessions > 0:
 		return d.idle(ctx)
@@ -109,6 +110,20 @@ func (c *config) validate() error {
 		return errors.New("-idle-sessions and -open-streams must not be negative")
 	case (c.idleSessions > 0 || c.openStreams > 0) && c.url == "":
 		return errors.New("-idle-sessions and -open-streams need -url")
+	case strings.ContainsFunc(c.token, unicode.IsControl):
+		return errors.New("-token must not contain control characters")
+	}
+	if c.url != "" {
+		// The load tool speaks plain HTTP/1.1 itself (rawhttp.go): no https.
+		u, err := url.Parse(c.url)
+		switch {
+		case err != nil:
+			return fmt.Errorf("-url: %w", err)
+		case u.Scheme != "http" || u.Host == "":
+			return fmt.Errorf("-url must be an http:// URL with a host, got %q", c.url)
+		case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+			return fmt.Errorf("-url must not have a query, fragment or user, got %q", c.url)
+		}
 	}
 	return nil
 }

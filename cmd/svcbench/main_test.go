@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"log/slog"
 	"net/http/httptest"
@@ -28,11 +27,17 @@ func TestValidate(t *testing.T) {
 		"hold-for -1s":   func(c *config) { c.holdFor = -time.Second },
 		"negative idle":  func(c *config) { c.idleSessions = -1 },
 		"turns/session0": func(c *config) { c.turnsPerSess = 0 },
+		"https url":      func(c *config) { c.url = "https://x" },
+		"no host":        func(c *config) { c.url = "http:///base" },
+		"query in url":   func(c *config) { c.url = "http://x/?a=b" },
+		"token with CR":  func(c *config) { c.token = "a\r\nX: y" },
 	} {
 		c := good
 		mut(&c)
 		if err := c.validate(); err == nil {
 			t.Errorf("%s: no error", name)
+		} else if name == "https url" && !strings.Contains(err.Error(), "-url") {
+			t.Errorf("%s: %v does not name -url", name, err)
 		}
 	}
 }
@@ -55,6 +60,62 @@ func TestTurnAgainstRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fake.Close()
+	srv, rt := startRuntime(t, fake)
+	defer func() {
+		srv.Close()
+		_ = rt.Close(context.Background())
+	}()
+	d := mustDriver(t, config{url: srv.URL, message: "hi", turnsPerSess: 2})
+	cl := d.newClient(context.Background(), 16<<10)
+	defer cl.Close()
+	session, res := d.turn(cl, "")
+	if res.err != nil || res.ttfd <= 0 || session == "" {
+		t.Fatalf("turn: session %q, %+v", session, res)
+	}
+	again, res := d.turn(cl, session)
+	if res.err != nil || again != session {
+		t.Fatalf("second turn: session %q (want %q), %v", again, session, res.err)
+	}
+	// A refused turn is an error with the runtime's answer.
+	bad := mustDriver(t, config{url: srv.URL + "/nope", message: "hi"})
+	bcl := bad.newClient(context.Background(), 16<<10)
+	defer bcl.Close()
+	if _, res := bad.turn(bcl, ""); res.err == nil || !strings.Contains(res.err.Error(), "status") {
+		t.Errorf("bad route: %v", res.err)
+	}
+}
+
+// TestOpenStreamsAgainstRuntime holds streams open through a runtime and a holding fake, then
+// ends them all.
+func TestOpenStreamsAgainstRuntime(t *testing.T) {
+	fake, err := startFake("127.0.0.1:0", 32, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	srv, rt := startRuntime(t, fake)
+	defer func() {
+		srv.Close()
+		_ = rt.Close(context.Background())
+	}()
+	d := mustDriver(t, config{url: srv.URL, message: "hi", openStreams: 3, pid: os.Getpid()})
+	if err := d.streams(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustDriver(t *testing.T, c config) *driver {
+	t.Helper()
+	d, err := newDriver(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// startRuntime serves the hello fixture's runtime, its model the fake.
+func startRuntime(t *testing.T, fake *fakeServer) (*httptest.Server, *runtime.Runtime) {
+	t.Helper()
 	ag, err := agent.LoadDir("/work/shared/fixtures/agents/hello")
 	if err != nil {
 		t.Fatal(err)
@@ -66,24 +127,5 @@ func TestTurnAgainstRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(rt)
-	defer func() {
-		srv.Close()
-		_ = rt.Close(context.Background())
-	}()
-	d := &driver{c: config{url: srv.URL, message: "hi", turnsPerSess: 2}, client: srv.Client()}
-	br := bufio.NewReader(strings.NewReader(""))
-	session, res := d.turn(context.Background(), "", br)
-	if res.err != nil || res.ttfd <= 0 || session == "" {
-		t.Fatalf("turn: session %q, %+v", session, res)
-	}
-	again, res := d.turn(context.Background(), session, br)
-	if res.err != nil || again != session {
-		t.Fatalf("second turn: session %q (want %q), %v", again, session, res.err)
-	}
-	// A refused turn is an error with the runtime's answer.
-	bad := &driver{c: config{url: srv.URL + "/nope", message: "hi"}, client: srv.Client()}
-	if _, res := bad.turn(context.Background(), "", br); res.err == nil || !strings.Contains(res.err.Error(), "status") {
-		t.Errorf("bad route: %v", res.err)
-	}
+	return httptest.NewServer(rt), rt
 }
