@@ -186,7 +186,7 @@ func (d *driver) load(ctx context.Context) error {
 	}
 	if len(ttfds) > 0 {
 		slices.Sort(ttfds)
-		fmt.Printf("time to first text_delta: p50 %s, p99 %s, max %s\n", pct(ttfds, 50), pct(ttfds, 99), ttfds[len(ttfds)-1])
+		fmt.Printf("time to first text_delta: p50 %s, p90 %s, p99 %s, p99.9 %s, max %s\n", pct(ttfds, 500), pct(ttfds, 900), pct(ttfds, 990), pct(ttfds, 999), ttfds[len(ttfds)-1])
 	}
 	if d.c.pid > 0 {
 		if cpuErr != nil || cpuErr2 != nil {
@@ -202,8 +202,9 @@ func (d *driver) load(ctx context.Context) error {
 	return nil
 }
 
-func pct(sorted []time.Duration, p int) time.Duration {
-	i := (len(sorted)*p + 99) / 100
+// pct is the permille'th value of sorted (990: the 99th percentile).
+func pct(sorted []time.Duration, permille int) time.Duration {
+	i := (len(sorted)*permille + 999) / 1000
 	return sorted[min(max(i-1, 0), len(sorted)-1)].Round(time.Microsecond)
 }
 
