@@ -10,9 +10,11 @@ import (
 	"testing"
 
 	"svc/agent"
+	"svc/migrations/dbtest"
 	"svc/runner/models"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
+	"svc/runner/sessions/dbstore"
 )
 
 // BenchmarkChatStream runs whole chat turns over a real listener against a fake OpenAI server
@@ -107,4 +109,35 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 	goruntime.GC()
 	goruntime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "heap-bytes/session")
+}
+
+// BenchmarkSharedStoreTurn is one echo turn on a session of 200 stored entries, on the platform
+// path: a runtime over a shared Postgres store (SVC_TEST_POSTGRES_URL or the local server).
+// Each turn brings the live copy up to date under the turn lock and stores the new entries.
+func BenchmarkSharedStoreTurn(b *testing.B) {
+	store := dbstore.New(dbtest.Postgres(b))
+	e := start(b, runtime.Options{Agent: loadAgent(b, "hello"), AgentID: agentID, Sessions: store,
+		SharedStore: true, DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}})
+	client := e.srv.Client()
+	turn := func(session string) string {
+		body := `{"message":"Say hello to the benchmark, with a longer message to store"}`
+		if session != "" {
+			body = `{"message":"Say hello to the benchmark, with a longer message to store","session_id":"` + session + `"}`
+		}
+		resp, err := client.Post(e.url+"/chat/stream", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		fs := readFrames(b, resp.Body, 0)
+		return sessionOf(b, fs)
+	}
+	id := turn("")
+	for range 99 { // 200 entries: a user message and an answer each
+		turn(id)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		turn(id)
+	}
 }

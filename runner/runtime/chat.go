@@ -55,48 +55,10 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err := rt.requireScope(c, req.ScopeID); err != nil {
 		return nil, err
 	}
-	// 2. Resume, or create: an unknown id creates a session with that id; a session the caller
-	// may not see is never resumed: the caller gets a fresh session instead (rules 5, 6).
-	var l *liveSession
-	id := req.SessionID
-	if id != "" {
-		l, err = rt.lookup(ctx, id)
-		switch {
-		case errors.Is(err, sessions.ErrNotFound):
-			l = nil
-		case errors.Is(err, errOtherAgent):
-			l, id = nil, ""
-		case err != nil:
-			return nil, err
-		case !c.sees(l.s):
-			l, id = nil, ""
-		}
-	}
-	if l == nil {
-		agentName, _, err := rt.resolveProfile(req.Agent, req.Skill)
-		if err != nil {
-			return nil, err
-		}
-		if id == "" {
-			id = newSessionID()
-		}
-		s := rt.newSession(id, c, sessionFields{
-			scopeID: req.ScopeID, agent: agentName, skill: req.Skill, deployID: req.DeployID,
-			model: req.Model, maxTokens: req.MaxSessionTokens,
-		})
-		l = rt.insert(&liveSession{s: s, lastUsed: rt.now()})
-		if l.s != s && !c.sees(l.s) { // created by someone else at the same moment
-			s.ID = newSessionID()
-			l = rt.insert(&liveSession{s: s, lastUsed: rt.now()})
-		}
-	}
-	// 3. One turn at a time per session.
-	release, err := rt.locker.TryLock(ctx, l.s.ID)
-	if errors.Is(err, sessions.ErrLocked) {
-		return nil, apiErr(CodeTurnInProgress)
-	}
+	// 2, 3. Resolve the session and take its turn lock.
+	l, release, err := rt.lockSession(ctx, c, req)
 	if err != nil {
-		return nil, fmt.Errorf("lock session: %w", err)
+		return nil, err
 	}
 	t := &turn{rt: rt, l: l, id: l.s.ID, release: release, queue: loop.NewQueue()}
 	if err := t.setup(req, in); err != nil {
@@ -116,6 +78,84 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 		return nil, fmt.Errorf("store turn start: %w", err)
 	}
 	return t, nil
+}
+
+// lockSession resolves the session of a chat request and takes its turn lock. Over a shared
+// store it then reads the session's latest state: under the lock no other runtime changes it,
+// so the turn follows theirs and never overwrites one.
+func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*liveSession, func(), error) {
+	for try := 0; ; try++ {
+		l, err := rt.resolveSession(ctx, c, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		release, err := rt.locker.TryLock(ctx, l.s.ID)
+		if errors.Is(err, sessions.ErrLocked) {
+			return nil, nil, apiErr(CodeTurnInProgress)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("lock session: %w", err)
+		}
+		if !rt.opts.SharedStore {
+			return l, release, nil
+		}
+		err = rt.refresh(ctx, l)
+		if err == nil {
+			return l, release, nil
+		}
+		release()
+		gone := errors.Is(err, sessions.ErrNotFound) || errors.Is(err, errOtherAgent)
+		if gone && try == 0 {
+			continue // deleted or taken since it was cached (refresh forgot it): resolve again
+		}
+		if gone {
+			return nil, nil, apiErr(CodeNotFound)
+		}
+		return nil, nil, err
+	}
+}
+
+// resolveSession resumes the session of a request, or creates it: an unknown id creates a
+// session with that id; a session the caller may not see is never resumed: the caller gets a
+// fresh session instead (rules 5, 6). Over a shared store a live copy is not refreshed here
+// (lockSession does, under the turn lock).
+func (rt *Runtime) resolveSession(ctx context.Context, c *caller, req *chatRequest) (*liveSession, error) {
+	var l *liveSession
+	var err error
+	id := req.SessionID
+	if id != "" {
+		l, _, err = rt.cached(ctx, id)
+		switch {
+		case errors.Is(err, sessions.ErrNotFound):
+			l = nil
+		case errors.Is(err, errOtherAgent):
+			l, id = nil, ""
+		case err != nil:
+			return nil, err
+		case !c.sees(l.s):
+			l, id = nil, ""
+		}
+	}
+	if l != nil {
+		return l, nil
+	}
+	agentName, _, err := rt.resolveProfile(req.Agent, req.Skill)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		id = newSessionID()
+	}
+	s := rt.newSession(id, c, sessionFields{
+		scopeID: req.ScopeID, agent: agentName, skill: req.Skill, deployID: req.DeployID,
+		model: req.Model, maxTokens: req.MaxSessionTokens,
+	})
+	l = rt.insert(&liveSession{s: s, lastUsed: rt.now()})
+	if l.s != s && !c.sees(l.s) { // created by someone else at the same moment
+		s.ID = newSessionID()
+		l = rt.insert(&liveSession{s: s, lastUsed: rt.now()})
+	}
+	return l, nil
 }
 
 // setup applies the request to the session under its lock and prepares the run.

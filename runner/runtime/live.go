@@ -34,26 +34,76 @@ var errOtherAgent = errors.New("runtime: session belongs to another agent")
 // newSessionID returns a fresh session id.
 func newSessionID() string { return auth.NewID("ses_") }
 
-// lookup returns the live session id, loading it from the store when it is not in memory.
-// A session that does not exist is sessions.ErrNotFound.
+// lookup returns the live session id, loading it from the store when it is not in memory;
+// over a shared store a live copy is first brought up to date (see refresh). A session that
+// does not exist is sessions.ErrNotFound.
 func (rt *Runtime) lookup(ctx context.Context, id string) (*liveSession, error) {
+	l, loaded, err := rt.cached(ctx, id)
+	if err != nil || loaded || !rt.opts.SharedStore {
+		return l, err
+	}
+	return l, rt.refresh(ctx, l)
+}
+
+// cached is lookup without the refresh of a live copy; loaded reports a session read from the
+// store just now.
+func (rt *Runtime) cached(ctx context.Context, id string) (l *liveSession, loaded bool, err error) {
 	rt.mu.Lock()
 	l, ok := rt.live[id]
 	rt.mu.Unlock()
 	if ok {
-		return l, nil
+		return l, false, nil
 	}
 	s, err := rt.store.Load(ctx, id)
 	if err != nil {
 		if errors.Is(err, sessions.ErrNotFound) {
-			return nil, err
+			return nil, false, err
 		}
-		return nil, fmt.Errorf("load session %s: %w", id, err)
+		return nil, false, fmt.Errorf("load session %s: %w", id, err)
 	}
 	if s.AgentID != rt.opts.AgentID {
-		return nil, errOtherAgent
+		return nil, false, errOtherAgent
 	}
-	return rt.insert(&liveSession{s: s, stored: len(s.Messages), persisted: true, lastUsed: rt.now()}), nil
+	return rt.insert(&liveSession{s: s, stored: len(s.Messages), persisted: true, lastUsed: rt.now()}), true, nil
+}
+
+// refresh brings the live copy of an idle stored session up to date with a shared store, where
+// other runtimes may have run turns on it, changed or deleted it: with one read of the record
+// and one of the newer entries when the store is a sessions.Refresher, else a whole Load. A
+// session whose turn runs here is current already. A deleted session is forgotten and
+// sessions.ErrNotFound.
+func (rt *Runtime) refresh(ctx context.Context, l *liveSession) error {
+	l.mu.Lock()
+	if l.queue != nil || !l.persisted {
+		l.mu.Unlock()
+		return nil
+	}
+	have := l.s.Clone()
+	have.Messages = have.Messages[:l.stored]
+	l.mu.Unlock()
+	var fresh *sessions.Session
+	var err error
+	if r, ok := rt.store.(sessions.Refresher); ok {
+		fresh, err = r.Refresh(ctx, have)
+	} else {
+		fresh, err = rt.store.Load(ctx, have.ID)
+	}
+	if err == nil && fresh.AgentID != rt.opts.AgentID {
+		err = errOtherAgent
+	}
+	if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, errOtherAgent) {
+		rt.forgetLive(l)
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("refresh session %s: %w", have.ID, err)
+	}
+	l.mu.Lock()
+	if l.queue == nil { // a turn that began meanwhile holds the newer state
+		l.s, l.stored = fresh, len(fresh.Messages)
+	}
+	l.mu.Unlock()
+	return nil
 }
 
 // insert adds l unless a live session of that id exists already, which it returns instead.
@@ -74,11 +124,23 @@ func (rt *Runtime) forget(id string) {
 	rt.mu.Unlock()
 }
 
+// forgetLive drops l from memory unless another live session took its id meanwhile.
+func (rt *Runtime) forgetLive(l *liveSession) {
+	l.mu.Lock()
+	id := l.s.ID
+	l.mu.Unlock()
+	rt.mu.Lock()
+	if rt.live[id] == l {
+		delete(rt.live, id)
+	}
+	rt.mu.Unlock()
+}
+
 // doneWith is called when a request is done with l: over an in-memory store, an idle stored
-// session is not kept live (the store holds it already); over a shared store it must not be, since
-// another runtime may run the session's next turn.
+// session is not kept live (the store holds it already). Over a shared store it is kept, and
+// refreshed before its next use, since another runtime may run the session's next turn.
 func (rt *Runtime) doneWith(l *liveSession) {
-	if rt.inMemory || rt.opts.SharedStore {
+	if rt.inMemory {
 		rt.dropIdle(l)
 	}
 }

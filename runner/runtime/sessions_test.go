@@ -1,9 +1,11 @@
 package runtime_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"svc/migrations/dbtest"
 	"svc/runner/runtime"
+	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
 	"svc/runner/sessions/memstore"
 )
@@ -216,6 +219,77 @@ func TestSharedStoreAcrossRuntimes(t *testing.T) {
 		}
 		if got := strings.Join(said, ","); got != "one,two,three" {
 			t.Fatalf("user turns in the history = %q, want one,two,three (a runtime overwrote another's turn)", got)
+		}
+	})
+}
+
+// countingStore counts the whole loads and the refreshes of a store.
+type countingStore struct {
+	*dbstore.Store
+	loads, refreshes atomic.Int64
+}
+
+func (c *countingStore) Load(ctx context.Context, id string) (*sessions.Session, error) {
+	c.loads.Add(1)
+	return c.Store.Load(ctx, id)
+}
+
+func (c *countingStore) Refresh(ctx context.Context, have *sessions.Session) (*sessions.Session, error) {
+	c.refreshes.Add(1)
+	return c.Store.Refresh(ctx, have)
+}
+
+// TestSharedStoreRefreshesLiveCopies: over a shared store a runtime keeps its live copy of a
+// session and brings it up to date with a refresh (the record and the newer entries), not a
+// whole load, and still sees what another runtime did: its turns and its delete.
+func TestSharedStoreRefreshesLiveCopies(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		store := &countingStore{Store: dbstore.New(db)}
+		locks := &memstore.Locks{}
+		ag := loadAgent(t, "hello")
+		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		id := sessionOf(t, a.chat("", map[string]any{"message": "one"}))
+		a.chat("", map[string]any{"message": "two", "session_id": id})
+		if n := store.loads.Load(); n != 0 {
+			t.Errorf("runtime a loaded its own session %d times, want refreshes only", n)
+		}
+		b.chat("", map[string]any{"message": "three", "session_id": id}) // b loads it: not live there
+		a.chat("", map[string]any{"message": "four", "session_id": id})  // a must see b's turn
+		if n := store.loads.Load(); n != 1 {
+			t.Errorf("%d whole loads, want 1 (runtime b's first sight of the session)", n)
+		}
+		if store.refreshes.Load() == 0 {
+			t.Error("no refresh")
+		}
+		h := a.do("GET", "/sessions/history/"+id, "", nil)
+		var said []string
+		for _, m := range h.JSON["messages"].([]any) {
+			if msg := m.(map[string]any); msg["role"] == "user" {
+				said = append(said, fmt.Sprint(msg["content"]))
+			}
+		}
+		if got := strings.Join(said, ","); got != "one,two,three,four" {
+			t.Fatalf("user turns seen by runtime a = %q, want one,two,three,four", got)
+		}
+		// b deletes it: a's live copy is gone too (404), and a chat with the id starts anew.
+		if r := b.do("DELETE", "/sessions/history/"+id, "", nil); r.Status != http.StatusOK && r.Status != http.StatusNoContent {
+			t.Fatalf("DELETE on b: %d %s", r.Status, r.Body)
+		}
+		if r := a.do("GET", "/sessions/history/"+id, "", nil); r.Status != http.StatusNotFound {
+			t.Fatalf("GET on a after b's delete: %d, want 404", r.Status)
+		}
+		a.chat("", map[string]any{"message": "five", "session_id": id})
+		h = b.do("GET", "/sessions/history/"+id, "", nil)
+		if msgs := h.JSON["messages"].([]any); len(msgs) != 2 || fmt.Sprint(msgs[0].(map[string]any)["content"]) != "five" {
+			t.Fatalf("history after a new start = %s", h.Body)
+		}
+		// The same with a's copy still live when b deletes: the chat on a starts anew too.
+		b.do("DELETE", "/sessions/history/"+id, "", nil)
+		a.chat("", map[string]any{"message": "six", "session_id": id})
+		h = a.do("GET", "/sessions/history/"+id, "", nil)
+		if msgs := h.JSON["messages"].([]any); len(msgs) != 2 || fmt.Sprint(msgs[0].(map[string]any)["content"]) != "six" {
+			t.Fatalf("history after a delete elsewhere and a chat here = %s", h.Body)
 		}
 	})
 }

@@ -136,6 +136,17 @@ type Store interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// Refresher is optionally implemented by a Store that can bring a session loaded earlier up
+// to date for less than Load: it reads the record and only the entries stored after those the
+// caller has. Runtimes that share a store refresh their live copy before every use.
+type Refresher interface {
+	// Refresh returns the stored session, its history being have.Messages (which must be a
+	// prefix of the stored history, as loaded or saved by the caller) followed by the entries
+	// stored after them. have is not modified. A session deleted since is ErrNotFound; one
+	// deleted and created anew (another CreatedAt) is loaded whole.
+	Refresh(ctx context.Context, have *Session) (*Session, error)
+}
+
 // InMemory is optionally implemented by a Store that keeps sessions in process memory: the
 // runtime then does not keep its own copy of idle sessions, since loading one costs no more
 // than keeping it (STYLE 8: an optional ability is its own interface).

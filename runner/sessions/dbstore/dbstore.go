@@ -18,7 +18,10 @@ type Store struct {
 	db *gorm.DB
 }
 
-var _ sessions.Store = (*Store)(nil)
+var (
+	_ sessions.Store     = (*Store)(nil)
+	_ sessions.Refresher = (*Store)(nil)
+)
 
 // New returns a store over db, which must carry migration 00003.
 func New(db *gorm.DB) *Store { return &Store{db: db} }
@@ -74,19 +77,50 @@ func (st *Store) Load(ctx context.Context, id string) (*sessions.Session, error)
 	if err != nil {
 		return nil, err
 	}
+	return s, st.loadMessages(ctx, s, 0)
+}
+
+// loadMessages appends the entries of s from sequence number from on to s.Messages.
+func (st *Store) loadMessages(ctx context.Context, s *sessions.Session, from int) error {
 	var msgs []messageRow
-	if err := st.db.WithContext(ctx).Where("session_id = ?", id).Order("seq").Find(&msgs).Error; err != nil {
-		return nil, fmt.Errorf("load session messages: %w", err)
+	if err := st.db.WithContext(ctx).Where("session_id = ? AND seq >= ?", s.ID, from).Order("seq").Find(&msgs).Error; err != nil {
+		return fmt.Errorf("load session messages: %w", err)
 	}
-	s.Messages = make([]sessions.Entry, 0, len(msgs))
 	for i := range msgs {
+		if msgs[i].Seq != from+i {
+			return fmt.Errorf("load session %s: message %d missing", s.ID, from+i)
+		}
 		var e sessions.Entry
 		if err := json.Unmarshal([]byte(msgs[i].Payload), &e); err != nil {
-			return nil, fmt.Errorf("load session %s message %d: %w", id, msgs[i].Seq, err)
+			return fmt.Errorf("load session %s message %d: %w", s.ID, msgs[i].Seq, err)
 		}
 		s.Messages = append(s.Messages, e)
 	}
-	return s, nil
+	return nil
+}
+
+// Refresh implements sessions.Refresher: one read of the record, one of the newer entries.
+func (st *Store) Refresh(ctx context.Context, have *sessions.Session) (*sessions.Session, error) {
+	var row sessionRow
+	err := st.db.WithContext(ctx).Where("id = ?", have.ID).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, sessions.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("refresh session: %w", err)
+	}
+	s, err := fromRow(&row)
+	if err != nil {
+		return nil, err
+	}
+	from := len(have.Messages)
+	// The database may round the creation time to microseconds.
+	if d := s.CreatedAt.Sub(have.CreatedAt); d <= -time.Microsecond || d >= time.Microsecond {
+		from = 0 // deleted and created anew: none of have's entries are its own
+	}
+	s.Messages = make([]sessions.Entry, from, from+4)
+	copy(s.Messages, have.Messages)
+	return s, st.loadMessages(ctx, s, from)
 }
 
 // Save implements sessions.Store: the record and the new messages in one transaction.

@@ -29,6 +29,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sessions.Store) {
 		{"ListLimit", testListLimit},
 		{"Delete", testDelete},
 		{"Concurrent", testConcurrent},
+		{"Refresh", testRefresh},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -255,5 +256,62 @@ func testConcurrent(t *testing.T, st sessions.Store) {
 		if got := mustLoad(t, st, fmt.Sprintf("c%d", i)); len(got.Messages) != 4 {
 			t.Errorf("c%d has %d messages, want 4", i, len(got.Messages))
 		}
+	}
+}
+
+// testRefresh checks a Refresher (stores without one skip it).
+func testRefresh(t *testing.T, st sessions.Store) {
+	r, ok := st.(sessions.Refresher)
+	if !ok {
+		t.Skip("the store has no Refresh")
+	}
+	ctx := context.Background()
+	full := sample("s1")
+	s := sample("s1")
+	s.Messages = s.Messages[:2]
+	mustSave(t, st, s, 0)
+	have := mustLoad(t, st, "s1")
+
+	// Nothing new: the same session.
+	got, err := r.Refresh(ctx, have)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(have, got); d != "" {
+		t.Fatalf("Refresh with nothing new (-want +got):\n%s", d)
+	}
+	// Another writer adds two entries and changes the record: both come back, and have is untouched.
+	s.Messages = full.Messages
+	s.Title = "renamed elsewhere"
+	s.Usage.OutputTokens = 77
+	mustSave(t, st, s, 2)
+	got, err = r.Refresh(ctx, have)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(s, got); d != "" {
+		t.Fatalf("Refresh after another writer (-want +got):\n%s", d)
+	}
+	if len(have.Messages) != 2 || have.Title != "Refund please" {
+		t.Fatalf("Refresh changed its argument: %d messages, title %q", len(have.Messages), have.Title)
+	}
+	// Deleted: ErrNotFound.
+	if err := st.Delete(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Refresh(ctx, have); !errors.Is(err, sessions.ErrNotFound) {
+		t.Fatalf("Refresh of a deleted session = %v, want ErrNotFound", err)
+	}
+	// Deleted and created anew under the same id: the new history only.
+	anew := sample("s1")
+	anew.CreatedAt = base.Add(time.Hour)
+	anew.Messages = []sessions.Entry{{Message: models.Message{Role: models.RoleUser, Content: "a new start"}, At: anew.CreatedAt}}
+	mustSave(t, st, anew, 0)
+	got, err = r.Refresh(ctx, have)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(anew, got); d != "" {
+		t.Fatalf("Refresh of a session created anew (-want +got):\n%s", d)
 	}
 }
