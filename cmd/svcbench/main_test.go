@@ -55,16 +55,7 @@ func TestProcStats(t *testing.T) {
 
 // TestTurnAgainstRuntime drives real turns through the fake model and a runtime.
 func TestTurnAgainstRuntime(t *testing.T) {
-	fake, err := startFake("127.0.0.1:0", 32, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fake.Close()
-	srv, rt := startRuntime(t, fake)
-	defer func() {
-		srv.Close()
-		_ = rt.Close(context.Background())
-	}()
+	srv := startRuntime(t, false)
 	d := mustDriver(t, config{url: srv.URL, message: "hi", turnsPerSess: 2})
 	cl := d.newClient(context.Background(), 16<<10)
 	defer cl.Close()
@@ -88,16 +79,7 @@ func TestTurnAgainstRuntime(t *testing.T) {
 // TestOpenStreamsAgainstRuntime holds streams open through a runtime and a holding fake, then
 // ends them all.
 func TestOpenStreamsAgainstRuntime(t *testing.T) {
-	fake, err := startFake("127.0.0.1:0", 32, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fake.Close()
-	srv, rt := startRuntime(t, fake)
-	defer func() {
-		srv.Close()
-		_ = rt.Close(context.Background())
-	}()
+	srv := startRuntime(t, true)
 	d := mustDriver(t, config{url: srv.URL, message: "hi", openStreams: 3, pid: os.Getpid()})
 	if err := d.streams(context.Background()); err != nil {
 		t.Fatal(err)
@@ -113,9 +95,15 @@ func mustDriver(t *testing.T, c config) *driver {
 	return d
 }
 
-// startRuntime serves the hello fixture's runtime, its model the fake.
-func startRuntime(t *testing.T, fake *fakeServer) (*httptest.Server, *runtime.Runtime) {
+// startRuntime serves the hello fixture's runtime, its model a fake (holding its streams open
+// with hold); both stop when the test ends.
+func startRuntime(t *testing.T, hold bool) *httptest.Server {
 	t.Helper()
+	fake, err := startFake("127.0.0.1:0", 32, hold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
 	ag, err := agent.LoadDir("/work/shared/fixtures/agents/hello")
 	if err != nil {
 		t.Fatal(err)
@@ -127,5 +115,10 @@ func startRuntime(t *testing.T, fake *fakeServer) (*httptest.Server, *runtime.Ru
 	if err != nil {
 		t.Fatal(err)
 	}
-	return httptest.NewServer(rt), rt
+	srv := httptest.NewServer(rt)
+	t.Cleanup(func() {
+		srv.Close()
+		_ = rt.Close(context.Background())
+	})
+	return srv
 }

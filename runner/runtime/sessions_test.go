@@ -210,17 +210,22 @@ func TestSharedStoreAcrossRuntimes(t *testing.T) {
 		id := sessionOf(t, a.chat("", map[string]any{"message": "one"}))
 		b.chat("", map[string]any{"message": "two", "session_id": id})
 		a.chat("", map[string]any{"message": "three", "session_id": id})
-		h := b.do("GET", "/sessions/history/"+id, "", nil)
-		var said []string
-		for _, m := range h.JSON["messages"].([]any) {
-			if msg := m.(map[string]any); msg["role"] == "user" {
-				said = append(said, fmt.Sprint(msg["content"]))
-			}
-		}
-		if got := strings.Join(said, ","); got != "one,two,three" {
+		if got := userTurns(b, id); got != "one,two,three" {
 			t.Fatalf("user turns in the history = %q, want one,two,three (a runtime overwrote another's turn)", got)
 		}
 	})
+}
+
+// userTurns is the user messages of session id as e reads its history, joined by commas.
+func userTurns(e *env, id string) string {
+	h := e.do("GET", "/sessions/history/"+id, "", nil)
+	var said []string
+	for _, m := range h.JSON["messages"].([]any) {
+		if msg := m.(map[string]any); msg["role"] == "user" {
+			said = append(said, fmt.Sprint(msg["content"]))
+		}
+	}
+	return strings.Join(said, ",")
 }
 
 // countingStore counts the whole loads and the refreshes of a store.
@@ -262,14 +267,7 @@ func TestSharedStoreRefreshesLiveCopies(t *testing.T) {
 		if store.refreshes.Load() == 0 {
 			t.Error("no refresh")
 		}
-		h := a.do("GET", "/sessions/history/"+id, "", nil)
-		var said []string
-		for _, m := range h.JSON["messages"].([]any) {
-			if msg := m.(map[string]any); msg["role"] == "user" {
-				said = append(said, fmt.Sprint(msg["content"]))
-			}
-		}
-		if got := strings.Join(said, ","); got != "one,two,three,four" {
+		if got := userTurns(a, id); got != "one,two,three,four" {
 			t.Fatalf("user turns seen by runtime a = %q, want one,two,three,four", got)
 		}
 		// b deletes it: a's live copy is gone too (404), and a chat with the id starts anew.
@@ -280,7 +278,7 @@ func TestSharedStoreRefreshesLiveCopies(t *testing.T) {
 			t.Fatalf("GET on a after b's delete: %d, want 404", r.Status)
 		}
 		a.chat("", map[string]any{"message": "five", "session_id": id})
-		h = b.do("GET", "/sessions/history/"+id, "", nil)
+		h := b.do("GET", "/sessions/history/"+id, "", nil)
 		if msgs := h.JSON["messages"].([]any); len(msgs) != 2 || fmt.Sprint(msgs[0].(map[string]any)["content"]) != "five" {
 			t.Fatalf("history after a new start = %s", h.Body)
 		}

@@ -65,6 +65,15 @@ func (messageRow) TableName() string { return "session_messages" }
 
 // Load implements sessions.Store.
 func (st *Store) Load(ctx context.Context, id string) (*sessions.Session, error) {
+	s, err := st.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s, st.loadMessages(ctx, s, 0)
+}
+
+// record reads the session record of id, without messages.
+func (st *Store) record(ctx context.Context, id string) (*sessions.Session, error) {
 	var row sessionRow
 	err := st.db.WithContext(ctx).Where("id = ?", id).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -73,11 +82,7 @@ func (st *Store) Load(ctx context.Context, id string) (*sessions.Session, error)
 	if err != nil {
 		return nil, fmt.Errorf("load session: %w", err)
 	}
-	s, err := fromRow(&row)
-	if err != nil {
-		return nil, err
-	}
-	return s, st.loadMessages(ctx, s, 0)
+	return fromRow(&row)
 }
 
 // loadMessages appends the entries of s from sequence number from on to s.Messages.
@@ -101,15 +106,7 @@ func (st *Store) loadMessages(ctx context.Context, s *sessions.Session, from int
 
 // Refresh implements sessions.Refresher: one read of the record, one of the newer entries.
 func (st *Store) Refresh(ctx context.Context, have *sessions.Session) (*sessions.Session, error) {
-	var row sessionRow
-	err := st.db.WithContext(ctx).Where("id = ?", have.ID).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, sessions.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("refresh session: %w", err)
-	}
-	s, err := fromRow(&row)
+	s, err := st.record(ctx, have.ID)
 	if err != nil {
 		return nil, err
 	}
