@@ -60,7 +60,7 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{rt: rt, l: l, id: l.s.ID, release: release, queue: loop.NewQueue()}
+	t := &turn{rt: rt, l: l, id: l.id, release: release, queue: loop.NewQueue()}
 	if err := t.setup(req, in); err != nil {
 		t.abandon()
 		return nil, err
@@ -89,7 +89,7 @@ func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest)
 		if err != nil {
 			return nil, nil, err
 		}
-		release, err := rt.locker.TryLock(ctx, l.s.ID)
+		release, err := rt.locker.TryLock(ctx, l.id)
 		if errors.Is(err, sessions.ErrLocked) {
 			return nil, nil, apiErr(CodeTurnInProgress)
 		}
@@ -132,7 +132,7 @@ func (rt *Runtime) resolveSession(ctx context.Context, c *caller, req *chatReque
 			l, id = nil, ""
 		case err != nil:
 			return nil, err
-		case !c.sees(l.s):
+		case !l.seenBy(c):
 			l, id = nil, ""
 		}
 	}
@@ -150,10 +150,11 @@ func (rt *Runtime) resolveSession(ctx context.Context, c *caller, req *chatReque
 		scopeID: req.ScopeID, agent: agentName, skill: req.Skill, deployID: req.DeployID,
 		model: req.Model, maxTokens: req.MaxSessionTokens,
 	})
-	l = rt.insert(&liveSession{s: s, lastUsed: rt.now()})
-	if l.s != s && !c.sees(l.s) { // created by someone else at the same moment
+	mine := rt.newLive(s, false)
+	l = rt.insert(mine)
+	if l != mine && !l.seenBy(c) { // created by someone else at the same moment
 		s.ID = newSessionID()
-		l = rt.insert(&liveSession{s: s, lastUsed: rt.now()})
+		l = rt.insert(rt.newLive(s, false))
 	}
 	return l, nil
 }

@@ -17,6 +17,7 @@ import (
 // liveSession is a session held in memory between requests. Lock order: Runtime.mu before
 // liveSession.mu; saveMu before mu.
 type liveSession struct {
+	id        string // s.ID, which never changes: readable without mu
 	mu        sync.Mutex
 	s         *sessions.Session
 	stored    int         // entries of s.Messages already in the store
@@ -25,6 +26,22 @@ type liveSession struct {
 	lastUsed  time.Time
 
 	saveMu sync.Mutex // orders the saves of this session, so a later state is never overwritten by an earlier one
+}
+
+// newLive returns a live session holding s.
+func (rt *Runtime) newLive(s *sessions.Session, persisted bool) *liveSession {
+	l := &liveSession{id: s.ID, s: s, persisted: persisted, lastUsed: rt.now()}
+	if persisted {
+		l.stored = len(s.Messages)
+	}
+	return l
+}
+
+// seenBy reports whether c may see the session (spec 4.6).
+func (l *liveSession) seenBy(c *caller) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return c.sees(l.s)
 }
 
 // errOtherAgent is lookup's answer for an id taken by another agent's session in a shared
@@ -64,7 +81,7 @@ func (rt *Runtime) cached(ctx context.Context, id string) (l *liveSession, loade
 	if s.AgentID != rt.opts.AgentID {
 		return nil, false, errOtherAgent
 	}
-	return rt.insert(&liveSession{s: s, stored: len(s.Messages), persisted: true, lastUsed: rt.now()}), true, nil
+	return rt.insert(rt.newLive(s, true)), true, nil
 }
 
 // refresh brings the live copy of an idle stored session up to date with a shared store, where
@@ -110,10 +127,10 @@ func (rt *Runtime) refresh(ctx context.Context, l *liveSession) error {
 func (rt *Runtime) insert(l *liveSession) *liveSession {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if cur, ok := rt.live[l.s.ID]; ok {
+	if cur, ok := rt.live[l.id]; ok {
 		return cur
 	}
-	rt.live[l.s.ID] = l
+	rt.live[l.id] = l
 	return l
 }
 

@@ -1,10 +1,15 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -288,6 +293,68 @@ func TestSharedStoreRefreshesLiveCopies(t *testing.T) {
 		h = a.do("GET", "/sessions/history/"+id, "", nil)
 		if msgs := h.JSON["messages"].([]any); len(msgs) != 2 || fmt.Sprint(msgs[0].(map[string]any)["content"]) != "six" {
 			t.Fatalf("history after a delete elsewhere and a chat here = %s", h.Body)
+		}
+	})
+}
+
+// TestSharedStoreConcurrentTurns: clients of two runtimes race to chat on one session. The
+// shared turn lock lets one turn in at a time (the others get 409 and try again), and every
+// turn that ran is in the history exactly once, whichever runtime ran the one before it.
+func TestSharedStoreConcurrentTurns(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		store := dbstore.New(db)
+		locks := &memstore.Locks{}
+		ag := loadAgent(t, "hello")
+		envs := []*env{
+			start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true}),
+			start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true}),
+		}
+		id := sessionOf(t, envs[0].chat("", map[string]any{"message": "start"}))
+		const workers, turns = 4, 5
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			e := envs[w%2]
+			wg.Go(func() {
+				for i := range turns {
+					body, _ := json.Marshal(map[string]any{"message": fmt.Sprintf("m%d-%d", w, i), "session_id": id})
+					for {
+						resp, err := e.srv.Client().Post(e.url+"/chat/stream", "application/json", bytes.NewReader(body))
+						if err != nil {
+							errs <- err
+							return
+						}
+						data, err := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode == http.StatusConflict {
+							time.Sleep(time.Millisecond) // another turn runs: try again
+							continue
+						}
+						if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(data, []byte(`"reason":"model_stop"`)) {
+							errs <- fmt.Errorf("turn %d-%d: status %d, %v: %s", w, i, resp.StatusCode, err, data)
+							return
+						}
+						break
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		said := strings.Split(userTurns(envs[1], id), ",")
+		want := []string{"start"}
+		for w := range workers {
+			for i := range turns {
+				want = append(want, fmt.Sprintf("m%d-%d", w, i))
+			}
+		}
+		slices.Sort(said)
+		slices.Sort(want)
+		if !slices.Equal(said, want) {
+			t.Fatalf("user turns in the history:\n%v\nwant each of\n%v\nonce", said, want)
 		}
 	})
 }

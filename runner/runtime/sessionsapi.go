@@ -46,7 +46,7 @@ func (rt *Runtime) prepareSession(w http.ResponseWriter, r *http.Request, c *cal
 		scopeID: body.ScopeID, agent: agentName, skill: body.Skill, deployID: body.DeployID,
 		model: body.Model, maxTokens: body.MaxSessionTokens, context: body.Context, metadata: body.Metadata,
 	})
-	rt.insert(&liveSession{s: s, lastUsed: rt.now()})
+	rt.insert(rt.newLive(s, false))
 	writeJSON(w, http.StatusCreated, map[string]any{"session_id": s.ID, "idle_ttl_ms": rt.idle.Milliseconds()})
 	return nil
 }
@@ -163,10 +163,7 @@ func (rt *Runtime) visible(r *http.Request, c *caller) (*liveSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	ok := c.sees(l.s)
-	l.mu.Unlock()
-	if !ok {
+	if !l.seenBy(c) {
 		return nil, apiErr(CodeNotFound)
 	}
 	return l, nil
@@ -272,7 +269,7 @@ func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *call
 	if err := rt.checkStored(r, c, l); err != nil {
 		return err
 	}
-	release, err := rt.locker.TryLock(r.Context(), l.s.ID)
+	release, err := rt.locker.TryLock(r.Context(), l.id)
 	if errors.Is(err, sessions.ErrLocked) {
 		return apiErr(CodeTurnInProgress)
 	}

@@ -188,7 +188,5 @@ func (rt *Runtime) inScope(r *http.Request, id string, c *caller) bool {
 		return false
 	}
 	defer rt.doneWith(l)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return c.sees(l.s)
+	return l.seenBy(c)
 }
