@@ -22,7 +22,8 @@ var ErrClosed = errors.New("sse: stream closed")
 // Frames are written to the response at once and flushed as produced: synchronously after
 // each frame, or — after Coalesce — by a helper goroutine that flushes as soon as it runs, so
 // that frames produced faster than one flush per frame share a flush (and a system call)
-// instead of each paying for one. Either way no frame waits for a timer. A done frame, the
+// instead of each paying for one; the helper ends when nothing is left to flush, so a stream
+// waiting for its model holds no goroutine for it. Either way no frame waits for a timer. A done frame, the
 // last of a turn, is flushed by the Close or Detach that follows it, so that it shares the
 // last system call of the response.
 type Writer struct {
@@ -34,9 +35,10 @@ type Writer struct {
 	err error
 	ts  stampCache
 
-	kick chan struct{} // Coalesce: wakes the flusher
-	stop chan struct{}
-	wg   sync.WaitGroup
+	coalesce bool // Coalesce was called
+	flushing bool // a flusher goroutine runs
+	pending  bool // frames written since the flusher's last flush
+	wg       sync.WaitGroup
 
 	// Now stamps frames without a Time; nil means time.Now. Set it before the first frame.
 	Now func() time.Time
@@ -59,45 +61,36 @@ func (sw *Writer) Start() error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	sw.w.WriteHeader(http.StatusOK)
-	if sw.kick != nil {
+	if sw.coalesce {
 		sw.kickLocked() // the flusher sends the headers, with the first frame when it is already there
 		return nil
 	}
 	return sw.flushLocked()
 }
 
-// Coalesce hands flushing to a helper goroutine (see Writer). Close must be called before the
-// handler returns; it flushes what is left and stops the goroutine.
+// Coalesce hands flushing to a helper goroutine (see Writer), started when a frame is
+// written and gone once nothing is left to flush, so that an idle stream holds none. Close or
+// Detach must be called before the handler returns; they wait for the helper.
 func (sw *Writer) Coalesce() {
 	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	if sw.kick != nil {
-		return
-	}
-	sw.kick = make(chan struct{}, 1)
-	sw.stop = make(chan struct{})
-	sw.wg.Add(1)
-	go sw.flusher(sw.kick, sw.stop)
+	sw.coalesce = true
+	sw.mu.Unlock()
 }
 
-func (sw *Writer) flusher(kick, stop <-chan struct{}) {
+// flusher flushes until no frame is pending.
+func (sw *Writer) flusher() {
 	defer sw.wg.Done()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-kick:
-			sw.mu.Lock()
-			if sw.err == nil {
-				_ = sw.flushLocked() // recorded in sw.err for the next Write
-			}
-			sw.mu.Unlock()
-		}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for sw.pending && sw.err == nil && sw.coalesce {
+		sw.pending = false
+		_ = sw.flushLocked() // recorded in sw.err for the next Write
 	}
+	sw.flushing = false
 }
 
-// Close flushes what is written, stops the flusher of Coalesce and waits for it. Later writes
-// fail with ErrClosed. It returns the first write or flush error, if any.
+// Close flushes what is written, waits for the flusher of Coalesce, if any. Later writes fail
+// with ErrClosed. It returns the first write or flush error, if any.
 func (sw *Writer) Close() error {
 	sw.stopFlusher()
 	sw.mu.Lock()
@@ -112,14 +105,11 @@ func (sw *Writer) Close() error {
 	return err
 }
 
-// stopFlusher stops the flusher of Coalesce, if any, and waits for it.
+// stopFlusher makes a running flusher of Coalesce stop after its current flush and waits
+// for it.
 func (sw *Writer) stopFlusher() {
 	sw.mu.Lock()
-	stop := sw.stop
-	if stop != nil {
-		sw.stop = nil
-		close(stop)
-	}
+	sw.coalesce = false
 	sw.mu.Unlock()
 	sw.wg.Wait()
 }
@@ -149,7 +139,7 @@ func (sw *Writer) Write(f *Frame) error {
 	sw.begin()
 	sw.buf = appendFrame(sw.buf, f, sw.stamp(f))
 	sw.buf = append(sw.buf, '\n', '\n')
-	if f.Type == TypeDone && sw.kick != nil {
+	if f.Type == TypeDone && sw.coalesce {
 		return sw.writeLocked() // the last frame: Close or Detach, which follow, flush it
 	}
 	return sw.sendLocked()
@@ -212,7 +202,7 @@ func (sw *Writer) sendLocked() error {
 	if err := sw.writeLocked(); err != nil {
 		return err
 	}
-	if sw.kick != nil {
+	if sw.coalesce {
 		sw.kickLocked()
 		return nil
 	}
@@ -231,11 +221,13 @@ func (sw *Writer) writeLocked() error {
 	return nil
 }
 
-// kickLocked wakes the flusher of Coalesce.
+// kickLocked has the flusher of Coalesce flush, starting it when none runs.
 func (sw *Writer) kickLocked() {
-	select {
-	case sw.kick <- struct{}{}:
-	default: // a flush is already due
+	sw.pending = true
+	if !sw.flushing {
+		sw.flushing = true
+		sw.wg.Add(1)
+		go sw.flusher()
 	}
 }
 
