@@ -90,6 +90,9 @@ type Pipeline struct {
 	Logger      *slog.Logger
 	// Getenv resolves env: references not found among the agent's secrets (default os.LookupEnv).
 	Getenv func(string) (string, bool)
+	// Trees, when set, hands the tree a push's branch filter fetched to the push's build (for a
+	// process that does both); nil fetches twice.
+	Trees *TreeCache
 }
 
 func (p *Pipeline) logger() *slog.Logger {
@@ -150,6 +153,7 @@ func (p *Pipeline) Push(ctx context.Context, agentID string, push webhook.Push) 
 	}
 	out.BuildID, out.DeployID = st.Build.ID, st.Deployment.ID
 	if st.Reused {
+		p.Trees.take(treeKey{src.AgentID, src.URL, push.Branch, push.After}) // no build will take it
 		out.Action, out.Reason = "skipped", "already-built"
 		if st.Building {
 			out.Reason = "already-building"
@@ -177,10 +181,19 @@ func (p *Pipeline) enqueue(ctx context.Context, buildID string) error {
 
 // branchFiltered reads svc.json at the pushed commit and applies ci.deploy.branches.
 func (p *Pipeline) branchFiltered(ctx context.Context, src AgentSource, push webhook.Push) (bool, error) {
-	fsys, _, err := p.fetch(ctx, src, push.Branch, push.After)
+	fsys, res, err := p.fetch(ctx, src, push.Branch, push.After)
 	if err != nil {
 		return false, err
 	}
+	filtered, err := ciFiltered(fsys, push.Branch)
+	if err == nil && !filtered {
+		p.Trees.put(treeKey{src.AgentID, src.URL, push.Branch, push.After}, fsys, res)
+	}
+	return filtered, err
+}
+
+// ciFiltered reads svc.json of fsys and reports whether its ci.deploy.branches leave branch out.
+func ciFiltered(fsys fs.FS, branch string) (bool, error) {
 	raw, err := fs.ReadFile(fsys, "svc.json")
 	if err != nil {
 		return false, err
@@ -199,7 +212,7 @@ func (p *Pipeline) branchFiltered(ctx context.Context, src AgentSource, push web
 		return false, nil
 	}
 	for _, pat := range cfg.CI.Deploy.Branches {
-		if ok, err := path.Match(pat, push.Branch); err == nil && ok {
+		if ok, err := path.Match(pat, branch); err == nil && ok {
 			return false, nil
 		}
 	}
@@ -397,19 +410,27 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 		return err
 	}
 
-	// 1. Fetch the source tree.
+	// 1. Fetch the source tree, unless the push's branch check has just done so.
 	started := time.Now()
-	tree, res, err := p.source(ctx, src, b)
+	key := treeKey{src.AgentID, src.URL, b.Branch, b.CommitSHA}
+	tree, res, fetched := p.Trees.take(key)
+	if !fetched {
+		tree, res, err = p.source(ctx, src, b)
+	}
 	fetch := builder.Step{Name: "fetch", Status: builder.StepSucceeded, Duration: time.Since(started)}
-	if err != nil {
+	switch {
+	case err != nil:
 		fetch.Status = builder.StepFailed
 		log("fetch", "fetch failed: "+err.Error())
 		if permanent(err) {
 			return p.fail(ctx, b, []builder.Step{fetch}, err)
 		}
 		return err // retried with backoff; the failure hook records the last error
+	case fetched:
+		log("fetch", fmt.Sprintf("%s was fetched by the push's branch check", describe(b)))
+	default:
+		log("fetch", fmt.Sprintf("fetched %s in %d ms", describe(b), fetch.Duration.Milliseconds()))
 	}
-	log("fetch", fmt.Sprintf("fetched %s in %d ms", describe(b), fetch.Duration.Milliseconds()))
 
 	// 2. Validate, compile, pack and upload.
 	result, err := builder.Build(ctx, builder.BuildInput{

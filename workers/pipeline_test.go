@@ -198,6 +198,53 @@ func TestPushBuildsAndActivates(t *testing.T) {
 	})
 }
 
+// TestPushHandsItsTreeToTheBuild: with a TreeCache (svc up), the tree fetched for the branch
+// check of a push is the one its build builds; the commit is fetched once.
+func TestPushHandsItsTreeToTheBuild(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		e := newEnv(t, db)
+		e.pipeline.Trees = workers.NewTreeCache(4, time.Minute)
+		dir := t.TempDir()
+		repo, _ := gittest.Init(t, dir, fixture("support-desk"))
+		a, err := e.agents.Create(ctx, "Support Desk", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		on := true
+		if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoDeploy: &on}); err != nil {
+			t.Fatal(err)
+		}
+		repo.Branch(t, "feature/x")
+		c := repo.Commit(t, "", "feature")
+		out, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c))
+		if err != nil || out.Action != "build" {
+			t.Fatalf("push = %+v, %v", out, err)
+		}
+		d := e.wait(t, out.DeployID)
+		log := e.logText(t, out.BuildID)
+		if !d.Serving() || d.CommitSHA != c || !strings.Contains(log, "was fetched by the push's branch check") {
+			t.Fatalf("deployment %+v\nlog:\n%s", d, log)
+		}
+		if b, err := builder.OpenBundle(ctx, e.objects, d.BundleKey); err != nil || b.Manifest.Commit != c {
+			t.Fatalf("bundle of %q: %v", c, err)
+		}
+		if n := e.pipeline.Trees.Len(); n != 0 {
+			t.Errorf("%d trees left after the build took its own", n)
+		}
+		// A push of a commit already built builds nothing and leaves no tree behind.
+		if again, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c)); err != nil || again.Action != "skipped" {
+			t.Fatalf("push again = %+v, %v", again, err)
+		}
+		if n := e.pipeline.Trees.Len(); n != 0 {
+			t.Errorf("%d trees kept for a push that built nothing", n)
+		}
+	})
+}
+
 func TestBrokenBuildFailsWithEveryProblem(t *testing.T) {
 	db := dbtest.SQLite(t)
 	ctx := context.Background()

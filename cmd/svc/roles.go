@@ -25,6 +25,7 @@ import (
 	"svc/runner/sessions/dbstore"
 	"svc/runner/sessions/memstore"
 	"svc/runner/sessions/redislock"
+	"svc/workers"
 )
 
 // serverCommands are the roles: up (all in one), api, worker, runner, and dev.
@@ -153,6 +154,8 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		return err
 	}
 	defer p.close()
+	// Webhooks and builds share this process: a pushed commit is fetched once.
+	p.pipeline.Trees = workers.NewTreeCache(16, 5*time.Minute)
 	token, err := p.bootstrap(ctx)
 	if err != nil {
 		return err
