@@ -412,8 +412,12 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 
 	// 1. Fetch the source tree, unless the push's branch check has just done so.
 	started := time.Now()
-	key := treeKey{src.AgentID, src.URL, b.Branch, b.CommitSHA}
-	tree, res, fetched := p.Trees.take(key)
+	var tree fs.FS
+	var res builder.FetchResult
+	fetched := false
+	if src.Type == "git" && b.SourceVersionID == "" {
+		tree, res, fetched = p.Trees.take(treeKey{src.AgentID, src.URL, b.Branch, b.CommitSHA})
+	}
 	if !fetched {
 		tree, res, err = p.source(ctx, src, b)
 	}

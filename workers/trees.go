@@ -2,6 +2,7 @@ package workers
 
 import (
 	"io/fs"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 // TreeCache hands the tree a push's branch filter fetched to the build of that push, so that a
 // process that answers webhooks and runs builds (svc up) fetches each pushed commit once. An
 // entry is taken once; entries older than the TTL, or beyond the capacity (oldest first), are
-// dropped. A nil *TreeCache keeps nothing.
+// dropped (expiry runs on each use, so a tree may outlive its TTL until the next push or build
+// touches the cache). A nil *TreeCache keeps nothing.
 type TreeCache struct {
 	mu      sync.Mutex
 	max     int
@@ -43,7 +45,7 @@ func (c *TreeCache) put(k treeKey, tree fs.FS, res builder.FetchResult) {
 	defer c.mu.Unlock()
 	c.expireLocked()
 	if len(c.entries) >= c.max {
-		c.entries = c.entries[1:]
+		c.entries = slices.Delete(c.entries, 0, 1)
 	}
 	c.entries = append(c.entries, treeEntry{key: k, tree: tree, res: res, at: c.now()})
 }
@@ -58,7 +60,7 @@ func (c *TreeCache) take(k treeKey) (fs.FS, builder.FetchResult, bool) {
 	c.expireLocked()
 	for i, e := range c.entries {
 		if e.key == k {
-			c.entries = append(c.entries[:i], c.entries[i+1:]...)
+			c.entries = slices.Delete(c.entries, i, i+1) // clears the freed slot: the tree can go
 			return e.tree, e.res, true
 		}
 	}
@@ -83,6 +85,6 @@ func (c *TreeCache) expireLocked() {
 		n++
 	}
 	if n > 0 {
-		c.entries = append(c.entries[:0], c.entries[n:]...)
+		c.entries = slices.Delete(c.entries, 0, n)
 	}
 }

@@ -155,7 +155,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	}
 	defer p.close()
 	// Webhooks and builds share this process: a pushed commit is fetched once.
-	p.pipeline.Trees = workers.NewTreeCache(16, 5*time.Minute)
+	p.pipeline.Trees = workers.NewTreeCache(8, 5*time.Minute)
 	token, err := p.bootstrap(ctx)
 	if err != nil {
 		return err
