@@ -80,81 +80,90 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	return t, nil
 }
 
-// lockSession resolves the session of a chat request and takes its turn lock. Over a shared
-// store it then reads the session's latest state: under the lock no other runtime changes it,
-// so the turn follows theirs and never overwrites one.
+// lockSession resolves the session of a chat request (spec 4.6) and takes its turn lock. A
+// requested id is locked before its session is read, so that over a shared store no other
+// runtime's turn falls between the read and the lock; a copy that was live here already (another
+// request of this runtime holds it) is refreshed under the lock. An unknown id creates a session
+// with that id; a session the caller may not see is never resumed: the caller gets a fresh
+// session instead (rules 5, 6).
 func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*liveSession, func(), error) {
-	for try := 0; ; try++ {
-		l, err := rt.resolveSession(ctx, c, req)
+	if id := req.SessionID; id != "" {
+		release, err := rt.tryLock(ctx, id)
 		if err != nil {
 			return nil, nil, err
 		}
-		release, err := rt.locker.TryLock(ctx, l.id)
-		if errors.Is(err, sessions.ErrLocked) {
-			return nil, nil, apiErr(CodeTurnInProgress)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("lock session: %w", err)
-		}
-		if !rt.opts.SharedStore {
+		l, err := rt.resume(ctx, c, req, id)
+		switch {
+		case err != nil:
+			release()
+			return nil, nil, err
+		case l != nil:
 			return l, release, nil
 		}
-		err = rt.refresh(ctx, l)
-		if err == nil {
-			return l, release, nil
-		}
-		release()
-		gone := errors.Is(err, sessions.ErrNotFound) || errors.Is(err, errOtherAgent)
-		if gone && try == 0 {
-			continue // deleted or taken since it was cached (refresh forgot it): resolve again
-		}
-		if gone {
-			return nil, nil, apiErr(CodeNotFound)
-		}
+		release() // not the caller's: a fresh session instead
+	}
+	l, err := rt.create(c, req, newSessionID())
+	if err != nil {
 		return nil, nil, err
 	}
+	if l == nil {
+		return nil, nil, errors.New("new session id already taken") // 80 random bits: not in practice
+	}
+	release, err := rt.tryLock(ctx, l.id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, release, nil
 }
 
-// resolveSession resumes the session of a request, or creates it: an unknown id creates a
-// session with that id; a session the caller may not see is never resumed: the caller gets a
-// fresh session instead (rules 5, 6). Over a shared store a live copy is not refreshed here
-// (lockSession does, under the turn lock).
-func (rt *Runtime) resolveSession(ctx context.Context, c *caller, req *chatRequest) (*liveSession, error) {
-	var l *liveSession
-	var err error
-	id := req.SessionID
-	if id != "" {
-		l, _, err = rt.cached(ctx, id)
-		switch {
-		case errors.Is(err, sessions.ErrNotFound):
-			l = nil
-		case errors.Is(err, errOtherAgent):
-			l, id = nil, ""
-		case err != nil:
-			return nil, err
-		case !l.seenBy(c):
-			l, id = nil, ""
-		}
+// tryLock takes the turn lock of session id.
+func (rt *Runtime) tryLock(ctx context.Context, id string) (func(), error) {
+	release, err := rt.locker.TryLock(ctx, id)
+	if errors.Is(err, sessions.ErrLocked) {
+		return nil, apiErr(CodeTurnInProgress)
 	}
-	if l != nil {
-		return l, nil
+	if err != nil {
+		return nil, fmt.Errorf("lock session: %w", err)
 	}
+	return release, nil
+}
+
+// resume returns the session id for a turn whose lock the caller holds: the stored or live
+// session, or a new one of that id when none exists; nil when the caller may not see it or it
+// belongs to another agent.
+func (rt *Runtime) resume(ctx context.Context, c *caller, req *chatRequest, id string) (*liveSession, error) {
+	l, loaded, err := rt.cached(ctx, id)
+	if err == nil && rt.opts.SharedStore && !loaded {
+		err = rt.refresh(ctx, l)
+	}
+	switch {
+	case errors.Is(err, sessions.ErrNotFound):
+		return rt.create(c, req, id)
+	case errors.Is(err, errOtherAgent):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !l.seenBy(c):
+		return nil, nil
+	}
+	return l, nil
+}
+
+// create makes a live session of id for req (not stored before its first turn). When a live
+// session of that id appeared meanwhile it is returned instead if c may see it, else nil.
+func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*liveSession, error) {
 	agentName, _, err := rt.resolveProfile(req.Agent, req.Skill)
 	if err != nil {
 		return nil, err
-	}
-	if id == "" {
-		id = newSessionID()
 	}
 	s := rt.newSession(id, c, sessionFields{
 		scopeID: req.ScopeID, agent: agentName, skill: req.Skill, deployID: req.DeployID,
 		model: req.Model, maxTokens: req.MaxSessionTokens,
 	})
 	mine := rt.newLive(s, false)
-	l = rt.insert(mine)
-	if l != mine && !l.seenBy(c) { // created by someone else at the same moment
-		s.ID = newSessionID()
-		l = rt.insert(rt.newLive(s, false))
+	l := rt.insert(mine)
+	if l != mine && !l.seenBy(c) {
+		return nil, nil
 	}
 	return l, nil
 }

@@ -51,19 +51,14 @@ var errOtherAgent = errors.New("runtime: session belongs to another agent")
 // newSessionID returns a fresh session id.
 func newSessionID() string { return auth.NewID("ses_") }
 
-// lookup returns the live session id, loading it from the store when it is not in memory;
-// over a shared store a live copy is first brought up to date (see refresh). A session that
-// does not exist is sessions.ErrNotFound.
+// lookup returns the live session id, loading it from the store when it is not in memory.
+// A session that does not exist is sessions.ErrNotFound.
 func (rt *Runtime) lookup(ctx context.Context, id string) (*liveSession, error) {
-	l, loaded, err := rt.cached(ctx, id)
-	if err != nil || loaded || !rt.opts.SharedStore {
-		return l, err
-	}
-	return l, rt.refresh(ctx, l)
+	l, _, err := rt.cached(ctx, id)
+	return l, err
 }
 
-// cached is lookup without the refresh of a live copy; loaded reports a session read from the
-// store just now.
+// cached is lookup; loaded reports a session read from the store just now.
 func (rt *Runtime) cached(ctx context.Context, id string) (l *liveSession, loaded bool, err error) {
 	rt.mu.Lock()
 	l, ok := rt.live[id]
@@ -85,18 +80,21 @@ func (rt *Runtime) cached(ctx context.Context, id string) (l *liveSession, loade
 }
 
 // refresh brings the live copy of an idle stored session up to date with a shared store, where
-// other runtimes may have run turns on it, changed or deleted it: with one read of the record
-// and one of the newer entries when the store is a sessions.Refresher, else a whole Load. A
-// session whose turn runs here is current already. A deleted session is forgotten and
-// sessions.ErrNotFound.
+// other runtimes may have run turns on it or changed or deleted it: with one read of the record
+// and one of the newer entries when the store is a sessions.Refresher, else a whole Load. It
+// holds saveMu throughout, so that no save of this runtime (a PATCH, which changes the copy and
+// saves it under saveMu) falls between its read and its install. A session whose turn runs
+// here is current already. A deleted session is forgotten and sessions.ErrNotFound.
 func (rt *Runtime) refresh(ctx context.Context, l *liveSession) error {
+	l.saveMu.Lock()
+	defer l.saveMu.Unlock()
 	l.mu.Lock()
 	if l.queue != nil || !l.persisted {
 		l.mu.Unlock()
 		return nil
 	}
 	have := l.s.Clone()
-	have.Messages = have.Messages[:l.stored]
+	have.Messages = have.Messages[:min(l.stored, len(have.Messages))]
 	l.mu.Unlock()
 	var fresh *sessions.Session
 	var err error
@@ -116,10 +114,10 @@ func (rt *Runtime) refresh(ctx context.Context, l *liveSession) error {
 		return fmt.Errorf("refresh session %s: %w", have.ID, err)
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.queue == nil { // a turn that began meanwhile holds the newer state
 		l.s, l.stored = fresh, len(fresh.Messages)
 	}
-	l.mu.Unlock()
 	return nil
 }
 
@@ -143,21 +141,18 @@ func (rt *Runtime) forget(id string) {
 
 // forgetLive drops l from memory unless another live session took its id meanwhile.
 func (rt *Runtime) forgetLive(l *liveSession) {
-	l.mu.Lock()
-	id := l.s.ID
-	l.mu.Unlock()
 	rt.mu.Lock()
-	if rt.live[id] == l {
-		delete(rt.live, id)
+	if rt.live[l.id] == l {
+		delete(rt.live, l.id)
 	}
 	rt.mu.Unlock()
 }
 
 // doneWith is called when a request is done with l: over an in-memory store, an idle stored
-// session is not kept live (the store holds it already). Over a shared store it is kept, and
-// refreshed before its next use, since another runtime may run the session's next turn.
+// session is not kept live (the store holds it already); over a shared store it must not be, since
+// another runtime may run the session's next turn.
 func (rt *Runtime) doneWith(l *liveSession) {
-	if rt.inMemory {
+	if rt.inMemory || rt.opts.SharedStore {
 		rt.dropIdle(l)
 	}
 }
@@ -179,6 +174,11 @@ func (rt *Runtime) dropIdle(l *liveSession) {
 func (rt *Runtime) persist(ctx context.Context, l *liveSession) error {
 	l.saveMu.Lock()
 	defer l.saveMu.Unlock()
+	return rt.persistLocked(ctx, l)
+}
+
+// persistLocked is persist for a caller holding l.saveMu.
+func (rt *Runtime) persistLocked(ctx context.Context, l *liveSession) error {
 	l.mu.Lock()
 	snap := l.s.Clone()
 	from := l.stored

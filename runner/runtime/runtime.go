@@ -43,11 +43,10 @@ type Options struct {
 	// Locker grants one turn at a time per session; nil means an in-process lock.
 	Locker sessions.Locker
 	// SharedStore says that other runtimes (other deployments of the agent, other runner
-	// processes) use the same Sessions store: a live copy of a session is brought up to date
-	// from the store before every use (for a sessions.Refresher, with the record and only the
-	// newer entries), and a turn does so under its lock, so that it starts from the stored
-	// session and never overwrites another runtime's turn. Give such runtimes one shared
-	// Locker too.
+	// processes) use the same Sessions store: no live copy of an idle session is kept between
+	// requests, and a chat takes the turn lock before it reads the session (a copy live under
+	// another request is refreshed under the lock), so every turn starts from the stored session
+	// and never overwrites another runtime's turn. Give such runtimes one shared Locker too.
 	SharedStore bool
 	// Verifier checks runtime tokens (bearer JWTs); nil means runtime tokens are not accepted.
 	Verifier Verifier

@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +16,6 @@ import (
 
 	"svc/migrations/dbtest"
 	"svc/runner/runtime"
-	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
 	"svc/runner/sessions/memstore"
 )
@@ -222,10 +219,14 @@ func TestSharedStoreAcrossRuntimes(t *testing.T) {
 }
 
 // userTurns is the user messages of session id as e reads its history, joined by commas.
-func userTurns(e *env, id string) string {
-	h := e.do("GET", "/sessions/history/"+id, "", nil)
+func userTurns(e *env, id string) string { return userTurnsAs(e, "", id) }
+
+// userTurnsAs is userTurns with a bearer token.
+func userTurnsAs(e *env, token, id string) string {
+	h := e.do("GET", "/sessions/history/"+id, token, nil)
 	var said []string
-	for _, m := range h.JSON["messages"].([]any) {
+	msgs, _ := h.JSON["messages"].([]any)
+	for _, m := range msgs {
 		if msg := m.(map[string]any); msg["role"] == "user" {
 			said = append(said, fmt.Sprint(msg["content"]))
 		}
@@ -233,66 +234,60 @@ func userTurns(e *env, id string) string {
 	return strings.Join(said, ",")
 }
 
-// countingStore counts the whole loads and the refreshes of a store.
-type countingStore struct {
-	*dbstore.Store
-	loads, refreshes atomic.Int64
-}
-
-func (c *countingStore) Load(ctx context.Context, id string) (*sessions.Session, error) {
-	c.loads.Add(1)
-	return c.Store.Load(ctx, id)
-}
-
-func (c *countingStore) Refresh(ctx context.Context, have *sessions.Session) (*sessions.Session, error) {
-	c.refreshes.Add(1)
-	return c.Store.Refresh(ctx, have)
-}
-
-// TestSharedStoreRefreshesLiveCopies: over a shared store a runtime keeps its live copy of a
-// session and brings it up to date with a refresh (the record and the newer entries), not a
-// whole load, and still sees what another runtime did: its turns and its delete.
-func TestSharedStoreRefreshesLiveCopies(t *testing.T) {
+// TestSharedStoreSeesOtherRuntimes: each runtime over a shared store sees the turns and the
+// deletes of the others, and a chat with the id of a session deleted elsewhere starts anew.
+func TestSharedStoreSeesOtherRuntimes(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		store := &countingStore{Store: dbstore.New(db)}
+		store := dbstore.New(db)
 		locks := &memstore.Locks{}
 		ag := loadAgent(t, "hello")
 		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
 		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
 		id := sessionOf(t, a.chat("", map[string]any{"message": "one"}))
 		a.chat("", map[string]any{"message": "two", "session_id": id})
-		if n := store.loads.Load(); n != 0 {
-			t.Errorf("runtime a loaded its own session %d times, want refreshes only", n)
-		}
-		b.chat("", map[string]any{"message": "three", "session_id": id}) // b loads it: not live there
-		a.chat("", map[string]any{"message": "four", "session_id": id})  // a must see b's turn
-		if n := store.loads.Load(); n != 1 {
-			t.Errorf("%d whole loads, want 1 (runtime b's first sight of the session)", n)
-		}
-		if store.refreshes.Load() == 0 {
-			t.Error("no refresh")
-		}
+		b.chat("", map[string]any{"message": "three", "session_id": id})
+		a.chat("", map[string]any{"message": "four", "session_id": id})
 		if got := userTurns(a, id); got != "one,two,three,four" {
 			t.Fatalf("user turns seen by runtime a = %q, want one,two,three,four", got)
 		}
-		// b deletes it: a's live copy is gone too (404), and a chat with the id starts anew.
-		if r := b.do("DELETE", "/sessions/history/"+id, "", nil); r.Status != http.StatusOK && r.Status != http.StatusNoContent {
+		if r := b.do("DELETE", "/sessions/history/"+id, "", nil); r.Status != http.StatusNoContent {
 			t.Fatalf("DELETE on b: %d %s", r.Status, r.Body)
 		}
 		if r := a.do("GET", "/sessions/history/"+id, "", nil); r.Status != http.StatusNotFound {
 			t.Fatalf("GET on a after b's delete: %d, want 404", r.Status)
 		}
-		a.chat("", map[string]any{"message": "five", "session_id": id})
-		h := b.do("GET", "/sessions/history/"+id, "", nil)
-		if msgs := h.JSON["messages"].([]any); len(msgs) != 2 || fmt.Sprint(msgs[0].(map[string]any)["content"]) != "five" {
-			t.Fatalf("history after a new start = %s", h.Body)
+		if got := sessionOf(t, a.chat("", map[string]any{"message": "five", "session_id": id})); got != id {
+			t.Fatalf("chat with a deleted session's id answered session %s, want %s anew", got, id)
 		}
-		// The same with a's copy still live when b deletes: the chat on a starts anew too.
-		b.do("DELETE", "/sessions/history/"+id, "", nil)
-		a.chat("", map[string]any{"message": "six", "session_id": id})
-		h = a.do("GET", "/sessions/history/"+id, "", nil)
-		if msgs := h.JSON["messages"].([]any); len(msgs) != 2 || fmt.Sprint(msgs[0].(map[string]any)["content"]) != "six" {
-			t.Fatalf("history after a delete elsewhere and a chat here = %s", h.Body)
+		if got := userTurns(b, id); got != "five" {
+			t.Fatalf("history after a new start = %q, want five", got)
+		}
+	})
+}
+
+// TestSharedStoreRecreatedByAnotherUser: a session deleted on one runtime and created anew
+// with the same id by another user is not resumed by its first owner on the other runtime:
+// the owner gets a fresh session, and the new owner's history holds nothing of theirs.
+func TestSharedStoreRecreatedByAnotherUser(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		sg := newSigner(t)
+		store := dbstore.New(db)
+		locks := &memstore.Locks{}
+		ag := loadAgent(t, "hello")
+		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true, Verifier: sg.s})
+		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true, Verifier: sg.s})
+		alice, mallory := sg.token(agentID, "alice", ""), sg.token(agentID, "mallory", "")
+		const id = "ses_shared_recreated"
+		a.chat(alice, map[string]any{"message": "alice one", "session_id": id})
+		if r := b.do("DELETE", "/sessions/history/"+id, alice, nil); r.Status != http.StatusNoContent {
+			t.Fatalf("delete: %d %s", r.Status, r.Body)
+		}
+		b.chat(mallory, map[string]any{"message": "mallory secret", "session_id": id})
+		if got := sessionOf(t, a.chat(alice, map[string]any{"message": "alice two", "session_id": id})); got == id {
+			t.Errorf("alice resumed %s, now mallory's session", id)
+		}
+		if got := userTurnsAs(b, mallory, id); got != "mallory secret" {
+			t.Errorf("mallory's session holds %q, want only mallory secret", got)
 		}
 	})
 }

@@ -230,6 +230,10 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	if err := rt.checkStored(r, c, l); err != nil {
 		return err
 	}
+	// The change and its save hold saveMu together: a refresh (which holds it too) never falls
+	// between them and puts back the stored state without the change.
+	l.saveMu.Lock()
+	defer l.saveMu.Unlock()
 	l.mu.Lock()
 	merged := maps.Clone(l.s.Metadata)
 	if merged == nil {
@@ -249,7 +253,7 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	persisted := l.persisted
 	l.mu.Unlock()
 	if persisted { // a prepared session is stored at its first turn, with these changes
-		if err := rt.persist(r.Context(), l); err != nil {
+		if err := rt.persistLocked(r.Context(), l); err != nil {
 			return err
 		}
 	}

@@ -138,7 +138,8 @@ type Store interface {
 
 // Refresher is optionally implemented by a Store that can bring a session loaded earlier up
 // to date for less than Load: it reads the record and only the entries stored after those the
-// caller has. Runtimes that share a store refresh their live copy before every use.
+// caller has. A runtime over a shared store refreshes, under a turn's lock, a copy that another
+// request of its own holds live.
 type Refresher interface {
 	// Refresh returns the stored session, its history being have.Messages (which must be a
 	// prefix of the stored history, as loaded or saved by the caller) followed by the entries

@@ -2,6 +2,7 @@ package dbstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,20 +105,39 @@ func (st *Store) loadMessages(ctx context.Context, s *sessions.Session, from int
 	return nil
 }
 
-// Refresh implements sessions.Refresher: one read of the record, one of the newer entries.
+// Refresh implements sessions.Refresher: one read of the record, one of the newer entries, in
+// one snapshot (a repeatable-read transaction), so that a delete and a new session of the same
+// id between the two reads cannot mix the two histories.
 func (st *Store) Refresh(ctx context.Context, have *sessions.Session) (*sessions.Session, error) {
-	s, err := st.record(ctx, have.ID)
+	var s *sessions.Session
+	err := st.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		in := &Store{db: tx}
+		var err error
+		if s, err = in.record(ctx, have.ID); err != nil {
+			return err
+		}
+		from := len(have.Messages)
+		// The database may round the creation time to microseconds.
+		if d := s.CreatedAt.Sub(have.CreatedAt); d <= -time.Microsecond || d >= time.Microsecond {
+			from = 0 // deleted and created anew: none of have's entries are its own
+		}
+		s.Messages = make([]sessions.Entry, from, from+4)
+		copy(s.Messages, have.Messages)
+		return in.loadMessages(ctx, s, from)
+	}, &sql.TxOptions{Isolation: st.snapshot(), ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	from := len(have.Messages)
-	// The database may round the creation time to microseconds.
-	if d := s.CreatedAt.Sub(have.CreatedAt); d <= -time.Microsecond || d >= time.Microsecond {
-		from = 0 // deleted and created anew: none of have's entries are its own
+	return s, nil
+}
+
+// snapshot is the isolation level of a consistent read: repeatable read on Postgres; SQLite's
+// transactions are serializable already.
+func (st *Store) snapshot() sql.IsolationLevel {
+	if st.db.Dialector.Name() == "postgres" {
+		return sql.LevelRepeatableRead
 	}
-	s.Messages = make([]sessions.Entry, from, from+4)
-	copy(s.Messages, have.Messages)
-	return s, st.loadMessages(ctx, s, from)
+	return sql.LevelDefault
 }
 
 // Save implements sessions.Store: the record and the new messages in one transaction.
