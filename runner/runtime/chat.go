@@ -111,6 +111,7 @@ func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest)
 	}
 	release, err := rt.tryLock(ctx, l.id)
 	if err != nil {
+		rt.forgetLive(l)
 		return nil, nil, err
 	}
 	return l, release, nil
@@ -135,6 +136,16 @@ func (rt *Runtime) resume(ctx context.Context, c *caller, req *chatRequest, id s
 	l, loaded, err := rt.cached(ctx, id)
 	if err == nil && rt.opts.SharedStore && !loaded {
 		err = rt.refresh(ctx, l)
+		if err == nil && !l.isPersisted() {
+			// Prepared here (POST /sessions) or left by a first turn that failed to store it:
+			// another runtime may have stored a session of this id since. The stored one wins.
+			prepared := l
+			rt.forgetLive(prepared)
+			l, _, err = rt.cached(ctx, id)
+			if errors.Is(err, sessions.ErrNotFound) {
+				l, err = rt.insert(prepared), nil
+			}
+		}
 	}
 	switch {
 	case errors.Is(err, sessions.ErrNotFound):

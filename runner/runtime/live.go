@@ -37,6 +37,13 @@ func (rt *Runtime) newLive(s *sessions.Session, persisted bool) *liveSession {
 	return l
 }
 
+// isPersisted reports whether the session is in the store.
+func (l *liveSession) isPersisted() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.persisted
+}
+
 // seenBy reports whether c may see the session (spec 4.6).
 func (l *liveSession) seenBy(c *caller) bool {
 	l.mu.Lock()

@@ -2,13 +2,16 @@ package runtime_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 
 	"svc/migrations/dbtest"
 	"svc/runner/runtime"
+	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
 	"svc/runner/sessions/memstore"
 )
@@ -350,6 +354,98 @@ func TestSharedStoreConcurrentTurns(t *testing.T) {
 		slices.Sort(want)
 		if !slices.Equal(said, want) {
 			t.Fatalf("user turns in the history:\n%v\nwant each of\n%v\nonce", said, want)
+		}
+	})
+}
+
+// TestSharedStorePreparedElsewhere: a session prepared on one runtime (POST /sessions) whose
+// first turn ran on another is resumed, not overwritten, by the next turn on the first.
+func TestSharedStorePreparedElsewhere(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		store := dbstore.New(db)
+		locks := &memstore.Locks{}
+		ag := loadAgent(t, "hello")
+		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		id := str(a.do("POST", "/sessions", "", map[string]any{}).JSON["session_id"])
+		b.chat("", map[string]any{"message": "on b", "session_id": id})
+		if got := sessionOf(t, a.chat("", map[string]any{"message": "on a", "session_id": id})); got != id {
+			t.Fatalf("turn on a answered session %s, want %s", got, id)
+		}
+		if got := userTurns(b, id); got != "on b,on a" {
+			t.Fatalf("history = %q, want on b,on a", got)
+		}
+	})
+}
+
+// failFirstSave fails the first Save once armed.
+type failFirstSave struct {
+	*dbstore.Store
+	armed atomic.Bool
+}
+
+func (f *failFirstSave) Save(ctx context.Context, s *sessions.Session, from int) error {
+	if f.armed.CompareAndSwap(true, false) {
+		return errors.New("transient store failure")
+	}
+	return f.Store.Save(ctx, s, from)
+}
+
+// TestSharedStoreLeftoverCopy: a session whose first turn failed to be stored on one runtime,
+// then created by another user on another runtime, is not taken over by the first user.
+func TestSharedStoreLeftoverCopy(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		sg := newSigner(t)
+		base := dbstore.New(db)
+		failing := &failFirstSave{Store: base}
+		locks := &memstore.Locks{}
+		ag := loadAgent(t, "hello")
+		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: failing, Locker: locks, SharedStore: true, Verifier: sg.s})
+		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: base, Locker: locks, SharedStore: true, Verifier: sg.s})
+		alice, mallory := sg.token(agentID, "alice", ""), sg.token(agentID, "mallory", "")
+		const id = "ses_ticket_123"
+		failing.armed.Store(true)
+		if r := a.do("POST", "/chat/stream", mallory, map[string]any{"message": "m1", "session_id": id}); r.Status == http.StatusOK {
+			t.Fatalf("first turn stored despite the failing store")
+		}
+		b.chat(alice, map[string]any{"message": "alice secret", "session_id": id})
+		if got := sessionOf(t, a.chat(mallory, map[string]any{"message": "m2", "session_id": id})); got == id {
+			t.Errorf("mallory resumed %s, alice's session", id)
+		}
+		if got := userTurnsAs(b, alice, id); got != "alice secret" {
+			t.Errorf("alice sees %q, want alice secret", got)
+		}
+	})
+}
+
+// TestSharedStorePatchTakesTheTurnLock: on a shared store a PATCH waits for no turn of another
+// runtime: it answers 409 while one runs, and otherwise changes the latest stored state (it
+// never puts back usage from before another runtime's turn).
+func TestSharedStorePatchTakesTheTurnLock(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		store := dbstore.New(db)
+		locks := &memstore.Locks{}
+		ag := loadAgent(t, "hello")
+		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		id := sessionOf(t, a.chat("", map[string]any{"message": "one"}))
+		release, err := locks.TryLock(t.Context(), id) // a turn elsewhere
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := a.do("PATCH", "/sessions/history/"+id, "", map[string]any{"title": "renamed"}); r.Status != http.StatusConflict {
+			t.Fatalf("PATCH during another runtime's turn: %d %s, want 409", r.Status, r.Body)
+		}
+		release()
+		b.chat("", map[string]any{"message": "two", "session_id": id})
+		want := b.do("GET", "/sessions/history/"+id, "", nil).JSON["usage"]
+		r := a.do("PATCH", "/sessions/history/"+id, "", map[string]any{"title": "renamed"})
+		if r.Status != http.StatusOK {
+			t.Fatalf("PATCH: %d %s", r.Status, r.Body)
+		}
+		h := b.do("GET", "/sessions/history/"+id, "", nil)
+		if fmt.Sprint(h.JSON["usage"]) != fmt.Sprint(want) || h.JSON["title"] != "renamed" || userTurns(b, id) != "one,two" {
+			t.Fatalf("after PATCH: usage %v (want %v), title %v, turns %q", h.JSON["usage"], want, h.JSON["title"], userTurns(b, id))
 		}
 	})
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"time"
@@ -229,6 +230,33 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	defer rt.doneWith(l)
 	if err := rt.checkStored(r, c, l); err != nil {
 		return err
+	}
+	if rt.opts.SharedStore {
+		// Another runtime may store a turn of this session at any moment: change the session
+		// under its turn lock, from its latest state, or, while a turn runs here, on the live
+		// copy that turn will store.
+		release, err := rt.locker.TryLock(r.Context(), l.id)
+		switch {
+		case err == nil:
+			defer release()
+			if err := rt.refresh(r.Context(), l); errors.Is(err, sessions.ErrNotFound) || errors.Is(err, errOtherAgent) {
+				return apiErr(CodeNotFound)
+			} else if err != nil {
+				return err
+			}
+			if !l.seenBy(c) {
+				return apiErr(CodeNotFound)
+			}
+		case errors.Is(err, sessions.ErrLocked):
+			l.mu.Lock()
+			here := l.queue != nil
+			l.mu.Unlock()
+			if !here {
+				return apiErr(CodeTurnInProgress)
+			}
+		default:
+			return fmt.Errorf("lock session: %w", err)
+		}
 	}
 	// The change and its save hold saveMu together: a refresh (which holds it too) never falls
 	// between them and puts back the stored state without the change.
