@@ -209,10 +209,7 @@ func TestDatabaseSessionsSurviveRestart(t *testing.T) {
 func TestSharedStoreAcrossRuntimes(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		store := dbstore.New(db)
-		locks := &memstore.Locks{}
-		ag := loadAgent(t, "hello")
-		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
-		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		a, b, _ := sharedPair(t, store, store, nil)
 		id := sessionOf(t, a.chat("", map[string]any{"message": "one"}))
 		b.chat("", map[string]any{"message": "two", "session_id": id})
 		a.chat("", map[string]any{"message": "three", "session_id": id})
@@ -220,6 +217,17 @@ func TestSharedStoreAcrossRuntimes(t *testing.T) {
 			t.Fatalf("user turns in the history = %q, want one,two,three (a runtime overwrote another's turn)", got)
 		}
 	})
+}
+
+// sharedPair starts two runtimes of the hello agent over one database (through storeA and
+// storeB) as on the platform: a shared store and one turn lock, returned for tests to hold.
+func sharedPair(t *testing.T, storeA, storeB sessions.Store, v runtime.Verifier) (a, b *env, locks *memstore.Locks) {
+	t.Helper()
+	locks = &memstore.Locks{}
+	ag := loadAgent(t, "hello")
+	a = start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: storeA, Locker: locks, SharedStore: true, Verifier: v})
+	b = start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: storeB, Locker: locks, SharedStore: true, Verifier: v})
+	return a, b, locks
 }
 
 // userTurns is the user messages of session id as e reads its history, joined by commas.
@@ -243,10 +251,7 @@ func userTurnsAs(e *env, token, id string) string {
 func TestSharedStoreSeesOtherRuntimes(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		store := dbstore.New(db)
-		locks := &memstore.Locks{}
-		ag := loadAgent(t, "hello")
-		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
-		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		a, b, _ := sharedPair(t, store, store, nil)
 		id := sessionOf(t, a.chat("", map[string]any{"message": "one"}))
 		a.chat("", map[string]any{"message": "two", "session_id": id})
 		b.chat("", map[string]any{"message": "three", "session_id": id})
@@ -276,10 +281,7 @@ func TestSharedStoreRecreatedByAnotherUser(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		sg := newSigner(t)
 		store := dbstore.New(db)
-		locks := &memstore.Locks{}
-		ag := loadAgent(t, "hello")
-		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true, Verifier: sg.s})
-		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true, Verifier: sg.s})
+		a, b, _ := sharedPair(t, store, store, sg.s)
 		alice, mallory := sg.token(agentID, "alice", ""), sg.token(agentID, "mallory", "")
 		const id = "ses_shared_recreated"
 		a.chat(alice, map[string]any{"message": "alice one", "session_id": id})
@@ -302,12 +304,8 @@ func TestSharedStoreRecreatedByAnotherUser(t *testing.T) {
 func TestSharedStoreConcurrentTurns(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		store := dbstore.New(db)
-		locks := &memstore.Locks{}
-		ag := loadAgent(t, "hello")
-		envs := []*env{
-			start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true}),
-			start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true}),
-		}
+		a, b, _ := sharedPair(t, store, store, nil)
+		envs := []*env{a, b}
 		id := sessionOf(t, envs[0].chat("", map[string]any{"message": "start"}))
 		const workers, turns = 4, 5
 		var wg sync.WaitGroup
@@ -363,10 +361,7 @@ func TestSharedStoreConcurrentTurns(t *testing.T) {
 func TestSharedStorePreparedElsewhere(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		store := dbstore.New(db)
-		locks := &memstore.Locks{}
-		ag := loadAgent(t, "hello")
-		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
-		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		a, b, _ := sharedPair(t, store, store, nil)
 		id := str(a.do("POST", "/sessions", "", map[string]any{}).JSON["session_id"])
 		b.chat("", map[string]any{"message": "on b", "session_id": id})
 		if got := sessionOf(t, a.chat("", map[string]any{"message": "on a", "session_id": id})); got != id {
@@ -398,10 +393,7 @@ func TestSharedStoreLeftoverCopy(t *testing.T) {
 		sg := newSigner(t)
 		base := dbstore.New(db)
 		failing := &failFirstSave{Store: base}
-		locks := &memstore.Locks{}
-		ag := loadAgent(t, "hello")
-		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: failing, Locker: locks, SharedStore: true, Verifier: sg.s})
-		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: base, Locker: locks, SharedStore: true, Verifier: sg.s})
+		a, b, _ := sharedPair(t, failing, base, sg.s)
 		alice, mallory := sg.token(agentID, "alice", ""), sg.token(agentID, "mallory", "")
 		const id = "ses_ticket_123"
 		failing.armed.Store(true)
@@ -424,10 +416,7 @@ func TestSharedStoreLeftoverCopy(t *testing.T) {
 func TestSharedStorePatchTakesTheTurnLock(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		store := dbstore.New(db)
-		locks := &memstore.Locks{}
-		ag := loadAgent(t, "hello")
-		a := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
-		b := start(t, runtime.Options{Agent: ag, AgentID: agentID, Sessions: store, Locker: locks, SharedStore: true})
+		a, b, locks := sharedPair(t, store, store, nil)
 		id := sessionOf(t, a.chat("", map[string]any{"message": "one"}))
 		release, err := locks.TryLock(t.Context(), id) // a turn elsewhere
 		if err != nil {
