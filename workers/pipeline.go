@@ -153,7 +153,7 @@ func (p *Pipeline) Push(ctx context.Context, agentID string, push webhook.Push) 
 	}
 	out.BuildID, out.DeployID = st.Build.ID, st.Deployment.ID
 	if st.Reused {
-		p.Trees.take(treeKey{src.AgentID, src.URL, push.Branch, push.After}) // no build will take it
+		p.Trees.take(src.treeKey(push.Branch, push.After)) // no build will take it
 		out.Action, out.Reason = "skipped", "already-built"
 		if st.Building {
 			out.Reason = "already-building"
@@ -187,7 +187,7 @@ func (p *Pipeline) branchFiltered(ctx context.Context, src AgentSource, push web
 	}
 	filtered, err := ciFiltered(fsys, push.Branch)
 	if err == nil && !filtered {
-		p.Trees.put(treeKey{src.AgentID, src.URL, push.Branch, push.After}, fsys, res)
+		p.Trees.put(src.treeKey(push.Branch, push.After), fsys, res)
 	}
 	return filtered, err
 }
@@ -412,15 +412,7 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 
 	// 1. Fetch the source tree, unless the push's branch check has just done so.
 	started := time.Now()
-	var tree fs.FS
-	var res builder.FetchResult
-	fetched := false
-	if src.Type == "git" && b.SourceVersionID == "" {
-		tree, res, fetched = p.Trees.take(treeKey{src.AgentID, src.URL, b.Branch, b.CommitSHA})
-	}
-	if !fetched {
-		tree, res, err = p.source(ctx, src, b)
-	}
+	tree, res, fetched, err := p.source(ctx, src, b)
 	fetch := builder.Step{Name: "fetch", Status: builder.StepSucceeded, Duration: time.Since(started)}
 	switch {
 	case err != nil:
@@ -485,24 +477,30 @@ func permanent(err error) bool {
 	return errors.As(err, &se) || errors.Is(err, ErrNoSource) || errors.Is(err, ErrBranchAbsent) || errors.Is(err, registry.ErrNotFound)
 }
 
-func (p *Pipeline) source(ctx context.Context, src AgentSource, b registry.Build) (fs.FS, builder.FetchResult, error) {
+// source reads the tree a build builds: an uploaded source version, or the git commit, taken
+// from Trees when the push's branch check fetched it already (fetched is then true).
+func (p *Pipeline) source(ctx context.Context, src AgentSource, b registry.Build) (tree fs.FS, res builder.FetchResult, fetched bool, err error) {
 	if b.SourceVersionID != "" {
 		sv, err := p.Sources.SourceVersion(ctx, b.AgentID, b.SourceVersionID)
 		if err != nil {
-			return nil, builder.FetchResult{}, err
+			return nil, builder.FetchResult{}, false, err
 		}
 		rc, _, err := p.Objects.Get(ctx, sv.ObjectKey)
 		if err != nil {
-			return nil, builder.FetchResult{}, fmt.Errorf("read source version %s: %w", sv.ID, err)
+			return nil, builder.FetchResult{}, false, fmt.Errorf("read source version %s: %w", sv.ID, err)
 		}
 		defer func() { _ = rc.Close() }() // read-only: a close error changes nothing
 		tree, err := builder.ReadTarGz(io.Reader(rc), p.Limits)
-		return tree, builder.FetchResult{Branch: b.Branch}, err
+		return tree, builder.FetchResult{Branch: b.Branch}, false, err
 	}
 	if src.Type != "git" {
-		return nil, builder.FetchResult{}, ErrNoSource
+		return nil, builder.FetchResult{}, false, ErrNoSource
 	}
-	return p.fetch(ctx, src, b.Branch, b.CommitSHA)
+	if tree, res, ok := p.Trees.take(src.treeKey(b.Branch, b.CommitSHA)); ok {
+		return tree, res, true, nil
+	}
+	tree, res, err = p.fetch(ctx, src, b.Branch, b.CommitSHA)
+	return tree, res, false, err
 }
 
 // fail records a build's failure with every reason; the task itself is done (no retry).

@@ -24,6 +24,11 @@ type TreeCache struct {
 
 type treeKey struct{ agentID, url, branch, commit string }
 
+// treeKey is the key of src's tree of commit on branch.
+func (src AgentSource) treeKey(branch, commit string) treeKey {
+	return treeKey{src.AgentID, src.URL, branch, commit}
+}
+
 type treeEntry struct {
 	key  treeKey
 	tree fs.FS
