@@ -113,7 +113,7 @@ func BenchmarkIdleSessionMemory(b *testing.B) {
 
 // BenchmarkSharedStoreTurn is one echo turn on a session of 200 stored entries, on the platform
 // path: a runtime over a shared Postgres store (SVC_TEST_POSTGRES_URL or the local server).
-// Each turn brings the live copy up to date under the turn lock and stores the new entries.
+// Each turn takes the turn lock, loads the whole session and stores the new entries.
 func BenchmarkSharedStoreTurn(b *testing.B) {
 	store := dbstore.New(dbtest.Postgres(b))
 	e := start(b, runtime.Options{Agent: loadAgent(b, "hello"), AgentID: agentID, Sessions: store,

@@ -228,13 +228,14 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 		return err
 	}
 	defer rt.doneWith(l)
-	if err := rt.checkStored(r, c, l); err != nil {
-		return err
-	}
-	if rt.opts.SharedStore {
+	if !rt.opts.SharedStore {
+		if err := rt.checkStored(r, c, l); err != nil {
+			return err
+		}
+	} else {
 		// Another runtime may store a turn of this session at any moment: change the session
-		// under its turn lock, from its latest state, or, while a turn runs here, on the live
-		// copy that turn will store.
+		// under its turn lock, from its latest state (whose owner the refresh reads: no
+		// checkStored), or, while a turn runs here, on the live copy that turn will store.
 		release, err := rt.locker.TryLock(r.Context(), l.id)
 		switch {
 		case err == nil:
