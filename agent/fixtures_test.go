@@ -12,23 +12,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-)
 
-// fixtureDir returns the folder of a shared example tree. CI checks the repository out with
-// shared/ beside it, so the path from this package is ../../shared/fixtures/agents/<name>.
-func fixtureDir(tb testing.TB, name string) string {
-	tb.Helper()
-	dir := filepath.Join("..", "..", "shared", "fixtures", "agents", name)
-	if _, err := os.Stat(dir); err != nil {
-		tb.Fatalf("fixture %q not found (shared/ must be checked out beside the repository): %v", name, err)
-	}
-	return dir
-}
+	"svc/agent/agenttest"
+)
 
 // loadFixture loads a fixture and returns the agent and its problems (nil when valid).
 func loadFixture(tb testing.TB, name string) (*Agent, Problems) {
 	tb.Helper()
-	a, err := LoadDir(fixtureDir(tb, name))
+	a, err := LoadDir(agenttest.Dir(tb, name))
 	if a == nil {
 		tb.Fatalf("LoadDir(%s) returned no agent: %v", name, err)
 	}
@@ -276,7 +267,7 @@ func TestSupportDeskFixture(t *testing.T) {
 	}
 
 	var wantFiles []string
-	root := fixtureDir(t, "support-desk")
+	root := agenttest.Dir(t, "support-desk")
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			rel, _ := filepath.Rel(root, p)
@@ -296,7 +287,7 @@ func TestSupportDeskFixture(t *testing.T) {
 
 func readFixtureFile(tb testing.TB, fixture, name string) string {
 	tb.Helper()
-	data, err := os.ReadFile(filepath.Join(fixtureDir(tb, fixture), filepath.FromSlash(name)))
+	data, err := os.ReadFile(filepath.Join(agenttest.Dir(tb, fixture), filepath.FromSlash(name)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -309,7 +300,7 @@ func TestLoadFixtureFS(t *testing.T) {
 	if ps != nil {
 		t.Fatal(ps)
 	}
-	fromFS, err := Load(os.DirFS(fixtureDir(t, "support-desk")))
+	fromFS, err := Load(os.DirFS(agenttest.Dir(t, "support-desk")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +310,7 @@ func TestLoadFixtureFS(t *testing.T) {
 }
 
 func BenchmarkLoadSupportDesk(b *testing.B) {
-	dir := fixtureDir(b, "support-desk")
+	dir := agenttest.Dir(b, "support-desk")
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := LoadDir(dir); err != nil {

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"svc/agent/agenttest"
 	"svc/api"
 	"svc/auth"
-	"svc/builder/gittest"
 	"svc/registry"
 	"svc/registry/fsobjects"
 	"svc/workers"
@@ -247,7 +247,7 @@ func errorOf(t *testing.T, rec *httptest.ResponseRecorder) errorEnvelope {
 }
 
 // fixtureFiles reads a fixture tree as {path: text}.
-func fixtureFiles(t *testing.T, name string) map[string]string { return gittest.Files(t, name) }
+func fixtureFiles(t *testing.T, name string) map[string]string { return agenttest.Files(t, name) }
 
 // tarGz packs files into a tar.gz, in the order given by names (or map order when nil), with
 // the given modification time, so tests can vary what must not change the digest.

@@ -13,6 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"svc/agent/agenttest"
 	"svc/builder/gittest"
 	"svc/migrations/dbtest"
 )
@@ -23,7 +24,7 @@ func gitAgent(t *testing.T, h *harness, name, secret string) (string, *gittest.R
 	t.Helper()
 	id := h.createAgent(name)
 	dir := t.TempDir()
-	repo, commit := gittest.Init(t, dir, gittest.Fixture("hello"))
+	repo, commit := gittest.Init(t, dir, agenttest.Dir(t, "hello"))
 	body := map[string]any{"type": "git", "url": "file://" + dir, "defaultBranch": "main"}
 	if secret != "" {
 		body["webhookSecret"] = secret

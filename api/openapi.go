@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"reflect"
 	"slices"
@@ -44,6 +45,23 @@ func (a *API) OpenAPI() map[string]any {
 			"schemas": map[string]any{"Error": errSchema},
 		},
 	}
+}
+
+// Document is the OpenAPI document of the platform's route table, built without a database: what
+// every API serves at /api/openapi.json. `svc openapi` writes it to docs/openapi.json.
+func Document() map[string]any {
+	a := &API{}
+	a.routes = a.routeTable()
+	return a.OpenAPI()
+}
+
+// DocumentJSON is Document as indented JSON with a final newline, the bytes of docs/openapi.json.
+func DocumentJSON() ([]byte, error) {
+	b, err := json.MarshalIndent(Document(), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }
 
 // OpenAPIPath turns a gin path ("/api/agents/:id") into an OpenAPI one ("/api/agents/{id}").

@@ -1,14 +1,19 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/go-cmp/cmp"
 
+	"svc/agent/agenttest"
 	"svc/api"
 	"svc/migrations/dbtest"
 )
@@ -124,4 +129,33 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestOpenAPIFileIsCurrent keeps docs/openapi.json equal to the document the API serves, so the
+// repository's copy cannot drift from the routes.
+func TestOpenAPIFileIsCurrent(t *testing.T) {
+	h := newHarness(t, dbtest.SQLite(t))
+	served := h.do(request{method: "GET", path: "/api/openapi.json"}).Body.Bytes()
+	want, err := api.DocumentJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b any
+	if err := json.Unmarshal(served, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &b); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("served document and api.Document differ (-served +Document):\n%s", diff)
+	}
+	file := filepath.Join(agenttest.Root(t), "docs", "openapi.json")
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v: write it with `go run ./cmd/svc openapi -o docs/openapi.json`", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("docs/openapi.json is not the current document: write it again with `go run ./cmd/svc openapi -o docs/openapi.json`")
+	}
 }

@@ -22,6 +22,7 @@ const (
 	StepCompile  = "compile"
 	StepPack     = "pack"
 	StepUpload   = "upload"
+	StepVerify   = "verify"
 )
 
 // Step statuses.
@@ -76,6 +77,9 @@ var slugPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // key) and uploads it to obj under bundles/<agentSlug>/<sha256>.tar.zst, skipping the upload when
 // that object already exists with the same size. log, when not nil, receives each log line with
 // the step it belongs to; it is called from Build's goroutine only.
+//
+// The last step, verify, opens the stored bundle from obj exactly as a runner does (OpenBundle,
+// then Bundle.Agent), so a build succeeds only with a bundle that serves.
 //
 // An invalid tree fails the validate step with a *BuildError listing every problem, each of which
 // was also logged as one line. A failed build uploads nothing. ctx and in.Limits.Timeout are
@@ -146,6 +150,18 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 		}
 		res.Uploaded = true
 		log(StepUpload, "uploaded "+res.BundleKey)
+		return nil
+	})
+	r.step(ctx, StepVerify, func() error {
+		// Open the stored bundle as a runner does: from the object store, through the same reader.
+		b, err := OpenBundle(ctx, obj, res.BundleKey)
+		if err != nil {
+			return fmt.Errorf("the stored bundle does not open as a runner opens it: %w", err)
+		}
+		if _, err := b.Agent(); err != nil {
+			return fmt.Errorf("the stored bundle does not load as a runner loads it: %w", err)
+		}
+		log(StepVerify, "the stored bundle opens and loads as a runner loads it")
 		return nil
 	})
 	if r.err != nil {

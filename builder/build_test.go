@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"svc/agent/agenttest"
 	"svc/registry"
 )
 
@@ -75,11 +76,11 @@ func TestBuildFixturesFromGit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Build: %v\nlog:\n%s", err, log.text())
 			}
-			want := []string{"validate=succeeded", "compile=succeeded", "pack=succeeded", "upload=succeeded"}
+			want := []string{"validate=succeeded", "compile=succeeded", "pack=succeeded", "upload=succeeded", "verify=succeeded"}
 			if diff := cmp.Diff(want, stepNames(res.Steps)); diff != "" {
 				t.Errorf("steps (-want +got):\n%s", diff)
 			}
-			digest, err := Digest(os.DirFS(fixtureDir(tt.fixture)))
+			digest, err := Digest(os.DirFS(agenttest.Dir(t, tt.fixture)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +136,7 @@ func TestBuildDeterministic(t *testing.T) {
 
 	var results []Result
 	var bundles [][]byte
-	for _, src := range []namedFS{{"map", fromMap}, {"tar", fromTar}, {"dir", os.DirFS(fixtureDir("support-desk"))}} {
+	for _, src := range []namedFS{{"map", fromMap}, {"tar", fromTar}, {"dir", os.DirFS(agenttest.Dir(t, "support-desk"))}} {
 		in.Source = src.fsys
 		res, err := Build(ctx, in, obj, nil)
 		if err != nil {
@@ -175,7 +176,7 @@ type namedFS struct {
 func TestBuildBrokenFixture(t *testing.T) {
 	obj := newObjects(t)
 	var log logLines
-	res, err := Build(context.Background(), BuildInput{Source: os.DirFS(fixtureDir("broken")), AgentSlug: "broken"}, obj, log.log)
+	res, err := Build(context.Background(), BuildInput{Source: os.DirFS(agenttest.Dir(t, "broken")), AgentSlug: "broken"}, obj, log.log)
 	var be *BuildError
 	if !errors.As(err, &be) {
 		t.Fatalf("error = %v, want a *BuildError", err)
@@ -221,7 +222,7 @@ func TestBuildBrokenFixture(t *testing.T) {
 	if t.Failed() {
 		t.Logf("log:\n%s\nerror: %v", log.text(), err)
 	}
-	wantSteps := []string{"validate=failed", "compile=skipped", "pack=skipped", "upload=skipped"}
+	wantSteps := []string{"validate=failed", "compile=skipped", "pack=skipped", "upload=skipped", "verify=skipped"}
 	if diff := cmp.Diff(wantSteps, stepNames(res.Steps)); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
@@ -298,7 +299,7 @@ func TestBuildCancelled(t *testing.T) {
 	if !errors.Is(err, errStop) {
 		t.Fatalf("error = %v, want the cancellation cause", err)
 	}
-	wantSteps := []string{"validate=skipped", "compile=skipped", "pack=skipped", "upload=skipped"}
+	wantSteps := []string{"validate=skipped", "compile=skipped", "pack=skipped", "upload=skipped", "verify=skipped"}
 	if diff := cmp.Diff(wantSteps, stepNames(res.Steps)); diff != "" {
 		t.Errorf("steps (-want +got):\n%s", diff)
 	}
@@ -334,5 +335,39 @@ func TestBuildReplacesObjectOfOtherSize(t *testing.T) {
 	}
 	if !again.Uploaded || int64(len(readObject(t, obj, res.BundleKey))) != res.BundleSize {
 		t.Errorf("a stored object of another size was not replaced")
+	}
+}
+
+// flippingObjects stores every object with its last byte flipped: a store that corrupts what it
+// is given, as a broken disk or a proxy could.
+type flippingObjects struct{ registry.Objects }
+
+func (f flippingObjects) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	data[len(data)-1] ^= 0xff
+	return f.Objects.Put(ctx, key, bytes.NewReader(data), size)
+}
+
+// TestBuildVerifiesTheStoredBundle: a bundle that does not open from the store as a runner opens
+// it fails the build, naming the reason, and the build reports no bundle.
+func TestBuildVerifiesTheStoredBundle(t *testing.T) {
+	src, err := FromFiles(fixtureFiles(t, "hello"), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	res, err := Build(context.Background(), BuildInput{Source: src, AgentSlug: "hello"}, flippingObjects{newObjects(t)},
+		func(step, line string) { lines = append(lines, step+": "+line) })
+	if err == nil || !errors.Is(err, ErrBadBundle) || !strings.Contains(err.Error(), "does not open as a runner opens it") {
+		t.Fatalf("Build = %v, want a verify failure wrapping ErrBadBundle", err)
+	}
+	if res.BundleKey != "" || res.Steps[len(res.Steps)-1] != (Step{Name: StepVerify, Status: StepFailed, Duration: res.Steps[len(res.Steps)-1].Duration}) {
+		t.Errorf("result = %+v, want no bundle and a failed verify step", res)
+	}
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "verify: error: ") {
+		t.Errorf("last log line = %q, want the verify error", last)
 	}
 }

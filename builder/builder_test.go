@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -11,16 +12,21 @@ import (
 )
 
 func TestLimitsDefaults(t *testing.T) {
-	want := Limits{MaxFileSize: 5 << 20, MaxTotalSize: 50 << 20, MaxFiles: 10_000, Timeout: DefaultTimeout}
+	want := Limits{MaxFileSize: 5 << 20, MaxTotalSize: 50 << 20, MaxFiles: 10_000, MaxDepth: 32, Timeout: DefaultTimeout}
 	if diff := cmp.Diff(want, DefaultLimits()); diff != "" {
 		t.Errorf("DefaultLimits (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(want, Limits{}.withDefaults()); diff != "" {
 		t.Errorf("zero Limits (-want +got):\n%s", diff)
 	}
-	custom := Limits{MaxFileSize: 1, MaxTotalSize: 2, MaxFiles: 3, Timeout: 4}
+	custom := Limits{MaxFileSize: 1, MaxTotalSize: 2, MaxFiles: 3, MaxDepth: 4, Timeout: 5}
 	if diff := cmp.Diff(custom, custom.withDefaults()); diff != "" {
 		t.Errorf("custom Limits (-want +got):\n%s", diff)
+	}
+	// Tree limits are only lowered: a bundle must open under the defaults a runner applies.
+	raised := Limits{MaxFileSize: 6 << 20, MaxTotalSize: 51 << 20, MaxFiles: 10_001, MaxDepth: 33, Timeout: time.Hour}
+	if diff := cmp.Diff(Limits{MaxFileSize: 5 << 20, MaxTotalSize: 50 << 20, MaxFiles: 10_000, MaxDepth: 32, Timeout: time.Hour}, raised.withDefaults()); diff != "" {
+		t.Errorf("raised Limits (-want +got):\n%s", diff)
 	}
 }
 

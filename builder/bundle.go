@@ -121,6 +121,9 @@ func pack(tree *memFS, js map[string]string, m Manifest) ([]byte, error) {
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("pack: %w", err)
 	}
+	if buf.Len() > maxBundleSize {
+		return nil, fmt.Errorf("pack: the bundle unpacks to %d bytes, more than the limit of %d bytes (source and compiled tools)", buf.Len(), maxBundleSize)
+	}
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
 	if err != nil {
 		return nil, fmt.Errorf("pack: zstd: %w", err)
@@ -192,10 +195,9 @@ func ReadBundle(data []byte) (*Bundle, error) {
 	}
 	sum := sha256.Sum256(data)
 	b := &Bundle{Digest: "sha256:" + hex.EncodeToString(sum[:]), JS: map[string]string{}}
-	// The tree limits applied when the bundle was built; here nothing can be larger than the
-	// unpacked archive (every tar entry takes at least 512 bytes).
-	size := max(int64(len(raw)), 1)
-	tree := newTreeBuilder(Limits{MaxFileSize: size, MaxTotalSize: size, MaxFiles: int(size/512) + 1})
+	// The tree limits are the ones every build applied (a build cannot raise them), so any tree
+	// a build accepted opens here; the bundle holds only its files, folders being implied.
+	tree := newTreeBuilder(DefaultLimits())
 	var manifest []byte
 	tr := tar.NewReader(bytes.NewReader(raw))
 	for {

@@ -221,19 +221,16 @@ func fetchErr(ctx context.Context, src GitSource, err error) error {
 	}
 	switch {
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
-		return fmt.Errorf("fetch %s: credentials missing or refused: %w", what, err)
+		return fatal(fmt.Errorf("fetch %s: credentials missing or refused: %w", what, err))
 	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("fetch %s: repository not found: %w", what, err)
+		return fatal(fmt.Errorf("fetch %s: repository not found: %w", what, err))
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
-		return fmt.Errorf("fetch %s: repository is empty: %w", what, err)
+		return fatal(fmt.Errorf("fetch %s: repository is empty: %w", what, err))
 	case errors.Is(err, plumbing.ErrReferenceNotFound), strings.Contains(err.Error(), "couldn't find remote ref"):
-		return fmt.Errorf("fetch %s: branch not found: %w", what, err)
+		return fatal(fmt.Errorf("fetch %s: branch not found: %w", what, err))
 	}
 	return fmt.Errorf("fetch %s: %w", what, err)
 }
-
-// maxTreeDepth bounds folder nesting in a git tree.
-const maxTreeDepth = 256
 
 // readGitTree reads a commit's tree into a memFS. Blob sizes are checked before any blob is read.
 func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, limits Limits) (*memFS, error) {
@@ -260,9 +257,6 @@ func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, l
 			}
 			switch e.Mode {
 			case filemode.Dir:
-				if cur.depth >= maxTreeDepth {
-					return nil, sourceErr(p, ErrUnsupportedFile, "folders nested more than %d deep", maxTreeDepth)
-				}
 				if err := b.addDir(p); err != nil {
 					return nil, err
 				}

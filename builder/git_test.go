@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -308,4 +309,48 @@ func TestFetchGitMissingRepository(t *testing.T) {
 		t.Fatal("fetch of an empty repository succeeded")
 	}
 	_ = os.RemoveAll(missing)
+}
+
+// TestPermanentFetchErrors: what retrying cannot mend is Permanent, what may pass is not.
+func TestPermanentFetchErrors(t *testing.T) {
+	r := newBranchRepo(t)
+	ctx := context.Background()
+	closed := "http://" + closedAddr(t) + "/repo.git"
+	tests := []struct {
+		name      string
+		src       GitSource
+		permanent bool
+	}{
+		{"commit not on branch", GitSource{URL: r.url(), Branch: "main", Commit: r.feature}, true},
+		{"missing commit", GitSource{URL: r.url(), Branch: "main", Commit: strings.Repeat("0", 40)}, true},
+		{"missing branch", GitSource{URL: r.url(), Branch: "nope"}, true},
+		{"missing repository", GitSource{URL: "file://" + t.TempDir() + "/none.git"}, true},
+		{"bad URL", GitSource{URL: "ftp://example/x"}, true},
+		{"connection refused", GitSource{URL: closed}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := FetchGit(ctx, tt.src, Limits{})
+			if err == nil {
+				t.Fatal("FetchGit succeeded")
+			}
+			if got := Permanent(err); got != tt.permanent {
+				t.Errorf("Permanent(%v) = %v, want %v", err, got, tt.permanent)
+			}
+		})
+	}
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

@@ -18,18 +18,13 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"svc/builder/gittest"
+	"svc/agent/agenttest"
 	"svc/registry"
 	"svc/registry/fsobjects"
 )
 
-// fixtureDir is the folder of a shared example agent.
-func fixtureDir(name string) string {
-	return filepath.Join("..", "..", "shared", "fixtures", "agents", name)
-}
-
 // fixtureFiles reads every file of a shared example agent, by slash path.
-func fixtureFiles(tb testing.TB, name string) map[string]string { return gittest.Files(tb, name) }
+func fixtureFiles(tb testing.TB, name string) map[string]string { return agenttest.Files(tb, name) }
 
 // newObjects returns a filesystem object store in a temporary folder.
 func newObjects(tb testing.TB) registry.Objects {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -67,6 +68,13 @@ func (m *memFS) check(limits Limits) error {
 	}
 	if len(m.dirs)-1 > limits.MaxFiles {
 		return sourceErr(".", ErrTooManyFiles, "more than %d folders (the limit)", limits.MaxFiles)
+	}
+	for d := range m.dirs {
+		for _, e := range m.dirs[d] {
+			if p := path.Join(d, e.Name()); strings.Count(p, "/")+1 > limits.MaxDepth {
+				return sourceErr(p, ErrTooDeep, "path is %d elements deep, more than the limit of %d", strings.Count(p, "/")+1, limits.MaxDepth)
+			}
+		}
 	}
 	if m.largest != "" && int64(len(m.files[m.largest])) > limits.MaxFileSize {
 		return sourceErr(m.largest, ErrTooLarge, "file is %d bytes, more than the limit of %d bytes", len(m.files[m.largest]), limits.MaxFileSize)

@@ -23,7 +23,7 @@ func TestReadTarGzRefuses(t *testing.T) {
 		{"absolute path", []tarEntry{{name: "/etc/passwd", body: "x"}}, ErrUnsafePath, "/etc/passwd"},
 		{"absolute folder", []tarEntry{{name: "/tmp/", typeflag: tar.TypeDir}}, ErrUnsafePath, "/tmp/"},
 		{"symlink to absolute", []tarEntry{{name: "l", typeflag: tar.TypeSymlink, link: "/etc/passwd"}}, ErrUnsafePath, "l"},
-		{"symlink up", []tarEntry{{name: "a/l", typeflag: tar.TypeSymlink, link: "../../x"}}, ErrUnsafePath, "a/l"},
+		{"symlink up", []tarEntry{{name: "a/l", typeflag: tar.TypeSymlink, link: "../../etc/x"}}, ErrUnsafePath, "a/l"},
 		{"symlink escape through a folder link", []tarEntry{
 			{name: "a/up", typeflag: tar.TypeSymlink, link: ".."},
 			{name: "b/l", typeflag: tar.TypeSymlink, link: "../a/up/../x"},
@@ -123,6 +123,11 @@ func TestReadTarGzDefaultLimits(t *testing.T) {
 		{"total at 50 MiB + 1", bigFiles(1), ErrTooLarge, ".", "52428800"},
 		{"10000 files", manyFiles(10_000), nil, "", ""},
 		{"10001 files", manyFiles(10_001), ErrTooManyFiles, ".", "10000 files"},
+		{"path 32 deep", []tarEntry{{name: deepPath(32), body: "x"}}, nil, "", ""},
+		{"path 33 deep", []tarEntry{{name: deepPath(33), body: "x"}}, ErrTooDeep, deepPath(33), "limit of 32"},
+		{"folder 33 deep", []tarEntry{{name: deepPath(33) + "/", typeflag: tar.TypeDir}}, ErrTooDeep, deepPath(33), "limit of 32"},
+		{"10000 folders", manyFolders(10_000, false), nil, "", ""},
+		{"10001 folders", manyFolders(10_000, true), ErrTooManyFiles, ".", "10000 folders"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,7 +136,7 @@ func TestReadTarGzDefaultLimits(t *testing.T) {
 				t.Fatalf("error = %v, want %v", err, tt.kind)
 			}
 			if tt.kind == nil {
-				if n := len(fsys.(*memFS).files); n != len(tt.entries) {
+				if n := len(fsys.(*memFS).files); n != countFiles(tt.entries) {
 					t.Fatalf("tree has %d files, want %d", n, len(tt.entries))
 				}
 				return
@@ -142,4 +147,31 @@ func TestReadTarGzDefaultLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deepPath is a file path of n elements: d/d/.../f.md.
+func deepPath(n int) string { return strings.Repeat("d/", n-1) + "f.md" }
+
+// manyFolders is n folders (n even: n/2 files, each two folders deep, the folders implied), plus
+// one empty folder when extra is true.
+func manyFolders(n int, extra bool) []tarEntry {
+	entries := make([]tarEntry, 0, n/2+1)
+	for i := range n / 2 {
+		entries = append(entries, tarEntry{name: fmt.Sprintf("%05d/x/f", i), body: "x"})
+	}
+	if extra {
+		entries = append(entries, tarEntry{name: "empty/", typeflag: tar.TypeDir})
+	}
+	return entries
+}
+
+// countFiles counts the regular files of entries.
+func countFiles(entries []tarEntry) int {
+	n := 0
+	for _, e := range entries {
+		if e.typeflag == 0 || e.typeflag == tar.TypeReg {
+			n++
+		}
+	}
+	return n
 }

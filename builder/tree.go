@@ -71,7 +71,18 @@ func (b *treeBuilder) addDir(name string) error {
 	if err != nil {
 		return err
 	}
+	if err := b.checkDepth(p); err != nil {
+		return err
+	}
 	return b.addParents(p, true)
+}
+
+// checkDepth refuses a path of more than MaxDepth elements.
+func (b *treeBuilder) checkDepth(p string) error {
+	if n := strings.Count(p, "/") + 1; p != "." && n > b.limits.MaxDepth {
+		return sourceErr(p, ErrTooDeep, "path is %d elements deep, more than the limit of %d", n, b.limits.MaxDepth)
+	}
+	return nil
 }
 
 // addParents records the folders above p, and p itself when self is true.
@@ -103,6 +114,9 @@ func (b *treeBuilder) claim(name, p string) error {
 	}
 	if len(b.files)+len(b.links) >= b.limits.MaxFiles {
 		return sourceErr(".", ErrTooManyFiles, "more than %d files (the limit), at %s", b.limits.MaxFiles, p)
+	}
+	if err := b.checkDepth(p); err != nil {
+		return err
 	}
 	return b.addParents(p, false)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"svc/agent/agenttest"
 )
 
 func TestFromFiles(t *testing.T) {
@@ -144,7 +146,7 @@ func TestDigestSameFilesAnyOrigin(t *testing.T) {
 	}
 	for name, fsys := range map[string]fs.FS{
 		"tar":     fromTar,
-		"dir":     os.DirFS(fixtureDir("support-desk")),
+		"dir":     os.DirFS(agenttest.Dir(t, "support-desk")),
 		"map":     fstest.MapFS(mapFS(files)),
 		"fromMap": fromMap,
 	} {

@@ -40,6 +40,18 @@ func (s *BuildLogs) Append(ctx context.Context, buildID, step, line string) erro
 	return nil
 }
 
+// Last returns the build's last line; a build with none gives the zero LogLine.
+func (s *BuildLogs) Last(ctx context.Context, buildID string) (LogLine, error) {
+	var lines []LogLine
+	if err := s.db.WithContext(ctx).Where("build_id = ?", buildID).Order("seq DESC").Limit(1).Find(&lines).Error; err != nil {
+		return LogLine{}, fmt.Errorf("read build log: %w", err)
+	}
+	if len(lines) == 0 {
+		return LogLine{}, nil
+	}
+	return lines[0], nil
+}
+
 // After returns the build's lines with seq greater than after, in order, at most limit (0: 1000).
 func (s *BuildLogs) After(ctx context.Context, buildID string, after, limit int) ([]LogLine, error) {
 	if limit <= 0 {

@@ -15,6 +15,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"svc/agent/agenttest"
 	"svc/builder/gittest"
 	"svc/migrations"
 	"svc/migrations/dbtest"
@@ -107,7 +108,7 @@ func testCrash(t *testing.T, dbURL string) {
 
 	// A git server that holds the first fetch once stall is set, until release is closed.
 	root := t.TempDir()
-	_, commit := gittest.Init(t, filepath.Join(root, "repo"), fixture("hello"))
+	_, commit := gittest.Init(t, filepath.Join(root, "repo"), agenttest.Dir(t, "hello"))
 	var stall atomic.Bool
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -197,6 +198,17 @@ func testCrash(t *testing.T, dbURL string) {
 	}
 	if b.Status != registry.BuildSucceeded || b.Attempts != 2 {
 		t.Fatalf("build = %+v, want succeeded after 2 attempts", b)
+	}
+	logs, err := p.Logs.After(ctx, rd.BuildID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said bool
+	for _, l := range logs {
+		said = said || strings.Contains(l.Line, "attempt 1 was interrupted") && strings.Contains(l.Line, "takes the build over")
+	}
+	if !said {
+		t.Errorf("the build log does not say that attempt 1 was interrupted and taken over: %+v", logs)
 	}
 	acts, err := p.Deployments.Activations(ctx, a.ID, "preview-main", 0)
 	if err != nil {

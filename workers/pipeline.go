@@ -404,6 +404,13 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 			p.logger().WarnContext(ctx, "append build log", "build_id", b.ID, "err", err)
 		}
 	}
+	if b.Attempts > 1 {
+		// An attempt that failed wrote a retry line last; any other last line means its worker
+		// stopped in the middle (killed, or cut off past its lease).
+		if last, err := p.Logs.Last(ctx, b.ID); err == nil && last.Step != stepRetry {
+			log("start", fmt.Sprintf("attempt %d was interrupted: its worker stopped before the build finished; this worker takes the build over", b.Attempts-1))
+		}
+	}
 	log("start", fmt.Sprintf("build %s of %s (attempt %d)", b.ID, describe(b), b.Attempts))
 	src, err := p.Sources.AgentSource(ctx, b.AgentID)
 	if err != nil {
@@ -421,7 +428,7 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 		if permanent(err) {
 			return p.fail(ctx, b, []builder.Step{fetch}, err)
 		}
-		return err // retried with backoff; the failure hook records the last error
+		return retryLater(b, log, err)
 	case fetched:
 		log("fetch", fmt.Sprintf("%s was fetched by the push's branch check", describe(b)))
 	default:
@@ -434,12 +441,10 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 	}, p.Objects, log)
 	steps := append([]builder.Step{fetch}, result.Steps...)
 	if err != nil {
-		var be *builder.BuildError
-		var se *builder.SourceError
-		if errors.As(err, &be) || errors.As(err, &se) || errors.Is(err, context.DeadlineExceeded) {
+		if permanent(err) || errors.Is(err, context.DeadlineExceeded) {
 			return p.fail(ctx, b, steps, err)
 		}
-		return err
+		return retryLater(b, log, err)
 	}
 
 	// 3. Record the deployment; activate per the environment's rules.
@@ -471,10 +476,20 @@ func describe(b registry.Build) string {
 	return "source version " + b.SourceVersionID
 }
 
-// permanent reports whether a fetch error cannot get better by retrying.
+// permanent reports whether a build error cannot get better by retrying: the builder's own
+// (builder.Permanent), an agent with no source, a branch or a source version that is not there.
 func permanent(err error) bool {
-	var se *builder.SourceError
-	return errors.As(err, &se) || errors.Is(err, ErrNoSource) || errors.Is(err, ErrBranchAbsent) || errors.Is(err, registry.ErrNotFound)
+	return builder.Permanent(err) || errors.Is(err, ErrNoSource) || errors.Is(err, ErrBranchAbsent) || errors.Is(err, registry.ErrNotFound)
+}
+
+// stepRetry is the log step of the line an attempt that failed for a passing reason writes last.
+const stepRetry = "retry"
+
+// retryLater logs that attempt b.Attempts failed for a reason that may pass and returns err for the
+// queue to retry with backoff (its failure hook records the last error once retries run out).
+func retryLater(b registry.Build, log func(step, line string), err error) error {
+	log(stepRetry, fmt.Sprintf("attempt %d failed: %v; the queue tries again with backoff", b.Attempts, err))
+	return err
 }
 
 // source reads the tree a build builds: an uploaded source version, or the git commit, taken

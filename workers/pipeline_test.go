@@ -3,15 +3,18 @@ package workers_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
+	"svc/agent/agenttest"
 	"svc/builder"
 	"svc/builder/gittest"
 	"svc/migrations/dbtest"
@@ -21,8 +24,6 @@ import (
 	"svc/workers"
 	"svc/workers/dbqueue"
 )
-
-func fixture(name string) string { return gittest.Fixture(name) }
 
 type env struct {
 	db       *gorm.DB
@@ -104,7 +105,7 @@ func TestPushBuildsAndActivates(t *testing.T) {
 		ctx := context.Background()
 		e := newEnv(t, db)
 		dir := t.TempDir()
-		repo, c1 := gittest.Init(t, dir, fixture("support-desk"))
+		repo, c1 := gittest.Init(t, dir, agenttest.Dir(t, "support-desk"))
 		a, err := e.agents.Create(ctx, "Support Desk", "")
 		if err != nil {
 			t.Fatal(err)
@@ -206,7 +207,7 @@ func TestPushHandsItsTreeToTheBuild(t *testing.T) {
 		e := newEnv(t, db)
 		e.pipeline.Trees = workers.NewTreeCache(4, time.Minute)
 		dir := t.TempDir()
-		repo, _ := gittest.Init(t, dir, fixture("support-desk"))
+		repo, _ := gittest.Init(t, dir, agenttest.Dir(t, "support-desk"))
 		a, err := e.agents.Create(ctx, "Support Desk", "")
 		if err != nil {
 			t.Fatal(err)
@@ -250,7 +251,7 @@ func TestBrokenBuildFailsWithEveryProblem(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, db)
 	dir := t.TempDir()
-	_, c1 := gittest.Init(t, dir, fixture("broken"))
+	_, c1 := gittest.Init(t, dir, agenttest.Dir(t, "broken"))
 	a, err := e.agents.Create(ctx, "broken", "")
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +297,7 @@ func TestRecoverEnqueuesOrphanedBuilds(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, db)
 	dir := t.TempDir()
-	_, c1 := gittest.Init(t, dir, fixture("hello"))
+	_, c1 := gittest.Init(t, dir, agenttest.Dir(t, "hello"))
 	a, err := e.agents.Create(ctx, "hello", "")
 	if err != nil {
 		t.Fatal(err)
@@ -318,5 +319,94 @@ func TestRecoverEnqueuesOrphanedBuilds(t *testing.T) {
 	}
 	if n, err := e.pipeline.Recover(ctx); err != nil || n != 0 {
 		t.Fatalf("second Recover = %d, %v; want 0", n, err)
+	}
+}
+
+// TestFatalBuildErrorsFailAtOnce: a pushed commit that is not on its branch fails on its first
+// attempt with the reason, instead of being retried; an error that may pass is retried, and the
+// build log says so before the next attempt.
+func TestFatalBuildErrorsFailAtOnce(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db)
+	dir := t.TempDir()
+	gittest.Init(t, dir, agenttest.Dir(t, "hello"))
+	a, err := e.agents.Create(ctx, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoDeploy: &on}); err != nil {
+		t.Fatal(err)
+	}
+	missing := strings.Repeat("ab", 20)
+	out, err := e.pipeline.Push(ctx, a.ID, push("main", missing))
+	if err != nil || out.Action != "build" {
+		t.Fatalf("push = %+v, %v", out, err)
+	}
+	d := e.wait(t, out.DeployID)
+	b, err := e.deps.GetBuild(ctx, out.BuildID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != registry.StatusFailed || b.Attempts != 1 || !strings.Contains(b.Error, missing) {
+		t.Fatalf("deployment %s, build attempts %d, error %q: want failed on the first attempt, naming the commit", d.Status, b.Attempts, b.Error)
+	}
+	if log := e.logText(t, out.BuildID); strings.Contains(log, "tries again") {
+		t.Errorf("a fatal error was retried:\n%s", log)
+	}
+}
+
+// failingOnce is an object store whose first Put fails, as a store that is briefly unreachable.
+type failingOnce struct {
+	registry.Objects
+	failed atomic.Bool
+}
+
+func (f *failingOnce) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return errors.New("object store unreachable")
+	}
+	return f.Objects.Put(ctx, key, r, size)
+}
+
+// TestPassingBuildErrorsAreRetried: an object store that fails once makes the attempt fail and
+// the queue retry it; the log says the attempt failed (not that it was interrupted) and the
+// second attempt builds.
+func TestPassingBuildErrorsAreRetried(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db)
+	e.pipeline.Objects = &failingOnce{Objects: e.objects}
+	dir := t.TempDir()
+	gittest.Init(t, dir, agenttest.Dir(t, "hello"))
+	a, err := e.agents.Create(ctx, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.wait(t, rd.DeployID)
+	b, err := e.deps.GetBuild(ctx, rd.BuildID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := e.logText(t, rd.BuildID)
+	if d.Status != registry.StatusReady || b.Attempts != 2 {
+		t.Fatalf("deployment %s after %d attempts, want ready after 2:\n%s", d.Status, b.Attempts, log)
+	}
+	if !strings.Contains(log, "attempt 1 failed: upload bundle") || !strings.Contains(log, "object store unreachable; the queue tries again") {
+		t.Errorf("the log does not say attempt 1 failed and is retried:\n%s", log)
+	}
+	if strings.Contains(log, "interrupted") {
+		t.Errorf("a failed attempt is reported as interrupted:\n%s", log)
 	}
 }

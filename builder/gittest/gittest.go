@@ -18,25 +18,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
-// Fixture is the path of a shared example agent tree: shared/ lies beside the repository root
-// (the folder holding go.mod), in a checkout as in CI.
-func Fixture(name string) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return filepath.Join("..", "..", "shared", "fixtures", "agents", name)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "fixtures", "agents", name)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return filepath.Join("..", "..", "shared", "fixtures", "agents", name)
-		}
-		dir = parent
-	}
-}
-
 // Repo is a repository with a work tree.
 type Repo struct {
 	Dir  string
@@ -121,33 +102,4 @@ func HTTPServer(t testing.TB, root string, wrap func(http.Handler) http.Handler)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-// Files reads every file of a shared example agent tree as {slash path: text}.
-func Files(t testing.TB, name string) map[string]string {
-	t.Helper()
-	root := Fixture(name)
-	files := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		files[filepath.ToSlash(rel)] = string(data)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("read fixture %s: %v", name, err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("fixture %s is empty", name)
-	}
-	return files
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"svc/agent/agenttest"
 )
 
 // TestDevAndChatRuntime runs `svc dev` on the greeter example and talks to it with
@@ -36,7 +38,7 @@ func TestDevAndChatRuntime(t *testing.T) {
 	if out, err := execute(context.Background(), "chat", "--runtime", url, "-m", "x"); err == nil || !strings.Contains(err.Error()+out, "401") {
 		t.Fatalf("chat with a wrong AUTH_TOKEN = %v\n%s", err, out)
 	}
-	if out, err := execute(context.Background(), "dev", "../../../shared/fixtures/agents/broken", "--port", "0"); err == nil || !strings.Contains(err.Error(), "colour") {
+	if out, err := execute(context.Background(), "dev", agenttest.Dir(t, "broken"), "--port", "0"); err == nil || !strings.Contains(err.Error(), "colour") {
 		t.Fatalf("svc dev on the broken fixture = %v\n%s", err, out)
 	}
 }

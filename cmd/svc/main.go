@@ -51,6 +51,7 @@ func newRoot() *cobra.Command {
 			Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "svc", version) },
 		},
 		migrateCommand(),
+		openapiCommand(),
 		agentsCommand(),
 	)
 	root.AddCommand(serverCommands()...)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"svc/agent/agenttest"
 	"svc/builder/gittest"
 )
 
@@ -153,7 +154,7 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 func BenchmarkPushToReady(b *testing.B) {
 	p := startPlatform(b)
 	dir := b.TempDir()
-	repo, _ := gittest.Init(b, dir, gittest.Fixture("support-desk"))
+	repo, _ := gittest.Init(b, dir, agenttest.Dir(b, "support-desk"))
 	repo.Branch(b, "feature/bench")
 	commits := make([]string, b.N)
 	for i := range commits {
@@ -186,7 +187,7 @@ func BenchmarkPushToReady(b *testing.B) {
 func BenchmarkFiftyAgentsAtOnce(b *testing.B) {
 	p := startPlatform(b)
 	dir := b.TempDir()
-	_, commit := gittest.Init(b, dir, gittest.Fixture("support-desk"))
+	_, commit := gittest.Init(b, dir, agenttest.Dir(b, "support-desk"))
 	var walls []time.Duration
 	for n := range b.N {
 		agents := make([]string, 50)
@@ -214,7 +215,7 @@ func BenchmarkSwitchLatency(b *testing.B) {
 	p := startPlatform(b)
 	var a struct{ AgentID, Slug string }
 	p.call(b, "POST", "/api/agents", map[string]any{"name": "switch"}, nil, &a)
-	files := gittest.Files(b, "hello")
+	files := agenttest.Files(b, "hello")
 	var deploys [2]string
 	for i := range deploys {
 		files["NOTES.md"] = fmt.Sprint("version ", i) // two different bundles

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/builder/gittest"
+	"svc/agent/agenttest"
 )
 
 // TestRestartLosesNothing stops svc up and starts it again on the same data dir: the agent, its
@@ -17,7 +17,7 @@ func TestRestartLosesNothing(t *testing.T) {
 	p := startPlatformAt(t, dataDir)
 	var a struct{ AgentID, Slug string }
 	p.call(t, "POST", "/api/agents", map[string]any{"name": "keeper"}, nil, &a)
-	files := gittest.Files(t, "hello")
+	files := agenttest.Files(t, "hello")
 	var sv struct{ SourceVersionID string }
 	p.call(t, "POST", "/api/agents/"+a.AgentID+"/source-versions", map[string]any{"files": files}, nil, &sv)
 	var rd struct{ DeployID string }

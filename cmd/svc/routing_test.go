@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/builder/gittest"
+	"svc/agent/agenttest"
 )
 
 // TestRoutingFollowsLifecycle checks, through svc up's real listener and real runtimes, which
@@ -15,7 +15,7 @@ func TestRoutingFollowsLifecycle(t *testing.T) {
 	p := startPlatform(t)
 	var a struct{ AgentID, Slug string }
 	p.call(t, "POST", "/api/agents", map[string]any{"name": "router"}, nil, &a)
-	files := gittest.Files(t, "hello")
+	files := agenttest.Files(t, "hello")
 	deploy := func(env, note string) string {
 		files["NOTES.md"] = note
 		var sv struct{ SourceVersionID string }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"svc/agent/agenttest"
 	"svc/builder/gittest"
 	"svc/migrations/dbtest"
 	"svc/registry/s3objects/s3test"
@@ -89,7 +90,7 @@ func TestScaleOut(t *testing.T) {
 
 	// A real repository with the support-desk fixture, and a feature branch.
 	dir := t.TempDir()
-	repo, mainCommit := gittest.Init(t, dir, gittest.Fixture("support-desk"))
+	repo, mainCommit := gittest.Init(t, dir, agenttest.Dir(t, "support-desk"))
 	repo.Branch(t, "feature/x")
 	if err := os.WriteFile(filepath.Join(dir, "NOTES.md"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)

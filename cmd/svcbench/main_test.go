@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/runner/runtime"
 )
 
@@ -104,7 +105,7 @@ func startRuntime(t *testing.T, hold bool) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	ag, err := agent.LoadDir("/work/shared/fixtures/agents/hello")
+	ag, err := agent.LoadDir(agenttest.Dir(t, "hello"))
 	if err != nil {
 		t.Fatal(err)
 	}

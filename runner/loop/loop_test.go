@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/runner/loop"
 	"svc/runner/models"
 	"svc/runner/models/modelstest"
@@ -81,7 +82,7 @@ func user(text string) models.Message { return models.Message{Role: models.RoleU
 
 func desk(t *testing.T) *agent.Agent {
 	t.Helper()
-	ag, err := agent.LoadDir("/work/shared/fixtures/agents/support-desk")
+	ag, err := agent.LoadDir(agenttest.Dir(t, "support-desk"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/runner/runtime"
 )
 
@@ -17,7 +18,7 @@ func TestServeDev(t *testing.T) {
 	urls := make(chan string, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- runtime.ServeDev(ctx, runtime.DevOptions{Dir: fixtures + "hello", Addr: "127.0.0.1:0", AuthToken: "tok", Logger: quietLogger(),
+		errc <- runtime.ServeDev(ctx, runtime.DevOptions{Dir: agenttest.Dir(t, "hello"), Addr: "127.0.0.1:0", AuthToken: "tok", Logger: quietLogger(),
 			Ready: func(url string) { urls <- url }})
 	}()
 	var url string
@@ -45,7 +46,7 @@ func TestServeDev(t *testing.T) {
 }
 
 func TestServeDevInvalidTree(t *testing.T) {
-	err := runtime.ServeDev(context.Background(), runtime.DevOptions{Dir: fixtures + "broken", Addr: "127.0.0.1:0", Logger: quietLogger()})
+	err := runtime.ServeDev(context.Background(), runtime.DevOptions{Dir: agenttest.Dir(t, "broken"), Addr: "127.0.0.1:0", Logger: quietLogger()})
 	var problems agent.Problems
 	if !errors.As(err, &problems) || len(problems) < 3 {
 		t.Fatalf("err = %v, want the tree's problems", err)

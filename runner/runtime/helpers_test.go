@@ -16,17 +16,16 @@ import (
 	"time"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/auth"
 	"svc/runner/models"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
 
-const fixtures = "/work/shared/fixtures/agents/"
-
 func loadAgent(t testing.TB, name string) *agent.Agent {
 	t.Helper()
-	ag, err := agent.LoadDir(fixtures + name)
+	ag, err := agent.LoadDir(agenttest.Dir(t, name))
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}

@@ -11,13 +11,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/runner/sse"
 	"svc/runner/tools"
 )
 
 func load(t *testing.T, name string) *agent.Agent {
 	t.Helper()
-	ag, err := agent.LoadDir("/work/shared/fixtures/agents/" + name)
+	ag, err := agent.LoadDir(agenttest.Dir(t, name))
 	if err != nil {
 		t.Fatalf("load %s: %v", name, err)
 	}
