@@ -3,12 +3,14 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"svc/agent"
 	"svc/auth"
 	"svc/builder"
 	"svc/registry"
@@ -33,7 +35,8 @@ type deploymentResponse struct {
 	Status          string     `json:"status" enum:"queued,building,ready,failed,cancelled"`
 	IsActive        bool       `json:"isActive"`
 	URL             string     `json:"url" doc:"the URL pinned to this deployment"`
-	Runtime         string     `json:"runtime" enum:"running,stopped"`
+	Runtime         string     `json:"runtime" enum:"running,stopped,unavailable,none" doc:"none: the deployment is not ready; unavailable: a runner could not load its bundle (runtimeError)"`
+	RuntimeError    string     `json:"runtimeError,omitempty" doc:"why a runner could not load the bundle, when runtime is unavailable"`
 	PromotedFrom    string     `json:"promotedFrom,omitempty"`
 	CreatedAt       time.Time  `json:"createdAt"`
 	ReadyAt         *time.Time `json:"readyAt"`
@@ -43,13 +46,18 @@ type deploymentResponse struct {
 
 func (a *API) deploymentJSON(d registry.Deployment, slug string) deploymentResponse {
 	runtime := "running"
-	if d.RuntimeStopped {
+	switch {
+	case d.Status != registry.StatusReady:
+		runtime = "none"
+	case d.RuntimeStopped:
 		runtime = "stopped"
+	case d.RuntimeError != "":
+		runtime = "unavailable"
 	}
 	return deploymentResponse{
 		DeployID: d.ID, BuildID: d.BuildID, AgentID: d.AgentID, Environment: d.Environment, Commit: d.CommitSHA,
 		Branch: d.Branch, SourceVersionID: d.SourceVersionID, Status: d.Status, IsActive: d.IsActive,
-		URL: a.pinnedURL(d.ID, slug), Runtime: runtime, PromotedFrom: d.PromotedFrom,
+		URL: a.pinnedURL(d.ID, slug), Runtime: runtime, RuntimeError: d.RuntimeError, PromotedFrom: d.PromotedFrom,
 		CreatedAt: d.CreatedAt.UTC(), ReadyAt: utcPtr(d.ReadyAt), ActivatedAt: utcPtr(d.ActivatedAt), Error: d.Error,
 	}
 }
@@ -213,6 +221,9 @@ func (a *API) activate(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.servable(c.Request.Context(), d); err != nil {
+		return err
+	}
 	d, err = a.deployments.Activate(c.Request.Context(), d.ID, actor(c))
 	if err != nil {
 		return err
@@ -254,8 +265,11 @@ func (a *API) promote(c *gin.Context) error {
 		AgentID: ag.ID, From: req.FromEnvironment, To: to, Force: req.Force, Actor: actor(c),
 		Copy: func(ctx context.Context, d registry.Deployment) (string, error) {
 			// Bundles are immutable and content addressed: the new deployment shares the object.
-			// The copy onto itself proves it is present and readable.
+			// The copy onto itself proves it is present; opening it, that a runner can serve it.
 			if err := a.deps.Objects.Copy(ctx, d.BundleKey, d.BundleKey); err != nil {
+				return "", err
+			}
+			if err := a.servable(ctx, d); err != nil {
 				return "", err
 			}
 			return d.BundleKey, nil
@@ -299,7 +313,16 @@ func (a *API) rollback(c *gin.Context) error {
 	if err := validEnvironment("environment", req.Environment); err != nil {
 		return err
 	}
-	d, err := a.deployments.Rollback(c.Request.Context(), ag.ID, req.Environment, req.DeployID, actor(c))
+	// The target's bundle must open before anything changes: pick it, check it, then switch to it.
+	ctx := c.Request.Context()
+	target, err := a.deployments.RollbackTarget(ctx, ag.ID, req.Environment, req.DeployID)
+	if err != nil {
+		return err
+	}
+	if err := a.servable(ctx, target); err != nil {
+		return err
+	}
+	d, err := a.deployments.Rollback(ctx, ag.ID, req.Environment, target.ID, actor(c))
 	if err != nil {
 		return err
 	}
@@ -382,16 +405,41 @@ func (a *API) snapshot(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if d.BundleKey == "" {
-		return Errorf(CodeBuildNotReady, "deployment %s has no bundle (status %s)", d.ID, d.Status)
-	}
-	b, err := builder.OpenBundle(c.Request.Context(), a.deps.Objects, d.BundleKey)
+	b, ag, err := a.openBundle(c.Request.Context(), d)
 	if err != nil {
-		return &Error{Code: CodeBundleUnavailable, Cause: err}
+		return err
+	}
+	return writeJSON(c, http.StatusOK, snapshotOf(d, b.Manifest, ag))
+}
+
+// openBundle opens d's bundle from the object store and loads its agent, as a runner does. A
+// deployment without a bundle is BUILD_NOT_READY; one whose bundle is missing or does not open
+// is BUNDLE_UNAVAILABLE, naming the deployment (the cause is logged).
+func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*builder.Bundle, *agent.Agent, error) {
+	if d.BundleKey == "" {
+		return nil, nil, Errorf(CodeBuildNotReady, "deployment %s has no bundle (status %s)", d.ID, d.Status)
+	}
+	unavailable := func(err error) error {
+		return &Error{Code: CodeBundleUnavailable, Cause: err,
+			Message: fmt.Sprintf("the bundle of deployment %s is missing or does not open; nothing was changed", d.ID)}
+	}
+	b, err := builder.OpenBundle(ctx, a.deps.Objects, d.BundleKey)
+	if err != nil {
+		return nil, nil, unavailable(err)
 	}
 	ag, err := b.Agent()
 	if err != nil {
-		return &Error{Code: CodeBundleUnavailable, Cause: err}
+		return nil, nil, unavailable(err)
 	}
-	return writeJSON(c, http.StatusOK, snapshotOf(d, b.Manifest, ag))
+	return b, ag, nil
+}
+
+// servable checks, before a ready deployment is made active, that a runner can open its bundle.
+// A deployment that is not ready is left to the registry (BUILD_NOT_READY).
+func (a *API) servable(ctx context.Context, d registry.Deployment) error {
+	if d.Status != registry.StatusReady {
+		return nil
+	}
+	_, _, err := a.openBundle(ctx, d)
+	return err
 }

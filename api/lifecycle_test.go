@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -78,6 +79,10 @@ func TestLifecycleErrors(t *testing.T) {
 		}
 		if status, code, _ := h.post("/api/deployments/"+st.Deployment.ID+"/activate", nil); status != 422 || code != "BUILD_NOT_READY" {
 			t.Fatalf("activate queued = %d %s", status, code)
+		}
+		// A deployment that is not ready has no runtime to report as running.
+		if rec := h.do(request{method: "GET", path: "/api/deployments/" + st.Deployment.ID, token: h.admin}); !strings.Contains(rec.Body.String(), `"runtime":"none"`) {
+			t.Fatalf("queued deployment = %s, want runtime none", rec.Body)
 		}
 
 		// Promote preview → production through the eval gate.
@@ -205,4 +210,60 @@ func bundleKey(t *testing.T, h *harness, deployID string) string {
 		t.Fatal(err)
 	}
 	return d.BundleKey
+}
+
+// TestCorruptBundleIsNeverActivated: a bundle damaged in the object store after its build makes
+// activate, rollback (explicit and automatic) and promote answer 422 BUNDLE_UNAVAILABLE naming
+// the deployment, and the environment keeps what it serves.
+func TestCorruptBundleIsNeverActivated(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		h := newHarness(t, db)
+		ctx := context.Background()
+		id, repo, _ := gitAgent(t, h, "Corrupt", "")
+		first := h.deploy(id, "production")
+		repo.Commit(t, agenttest.Dir(t, "support-desk"), "second") // other content: another bundle key
+		second := h.deploy(id, "production")
+		if first.Status != "ready" || second.Status != "ready" || bundleKey(t, h, first.DeployID) == bundleKey(t, h, second.DeployID) {
+			t.Fatalf("builds = %+v, %+v: want two ready deployments with their own bundles", first, second)
+		}
+		for _, d := range []deployment{first, second} {
+			if status, _, out := h.post("/api/deployments/"+d.DeployID+"/activate", nil); status != 200 {
+				t.Fatalf("activate %s = %d %v", d.DeployID, status, out)
+			}
+		}
+		corrupt := func(deployID string) {
+			key := bundleKey(t, h, deployID)
+			garbage := bytes.Repeat([]byte("x"), 64)
+			if err := h.objects.Put(ctx, key, bytes.NewReader(garbage), int64(len(garbage))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		refused := func(what string, status int, code string, out map[string]any) {
+			t.Helper()
+			if status != 422 || code != "BUNDLE_UNAVAILABLE" || !strings.Contains(fmt.Sprint(out), first.DeployID) {
+				t.Fatalf("%s = %d %s %v, want 422 BUNDLE_UNAVAILABLE naming %s", what, status, code, out, first.DeployID)
+			}
+			if act, _ := h.active(id, "production"); act.DeployID != second.DeployID {
+				t.Fatalf("after a refused %s production serves %s, want %s", what, act.DeployID, second.DeployID)
+			}
+		}
+		corrupt(first.DeployID)
+		status, code, out := h.post("/api/deployments/"+first.DeployID+"/activate", nil)
+		refused("activate", status, code, out)
+		status, code, out = h.post("/api/deployments/rollback", map[string]any{"agentId": id})
+		refused("automatic rollback", status, code, out)
+		status, code, out = h.post("/api/deployments/rollback", map[string]any{"agentId": id, "deployId": first.DeployID})
+		refused("rollback to it", status, code, out)
+
+		// Promotion of a corrupt bundle: refused, production unchanged.
+		preview := h.deploy(id, "preview-main")
+		corrupt(preview.DeployID)
+		status, code, _ = h.post("/api/deployments/promote", map[string]any{"agentId": id, "fromEnvironment": "preview-main"})
+		if status != 422 || code != "BUNDLE_UNAVAILABLE" {
+			t.Fatalf("promote a corrupt bundle = %d %s", status, code)
+		}
+		if act, _ := h.active(id, "production"); act.DeployID != second.DeployID {
+			t.Fatalf("a refused promotion changed production to %s", act.DeployID)
+		}
+	})
 }

@@ -84,6 +84,10 @@ type Deployment struct {
 	ReadyAt         *time.Time `json:"readyAt,omitempty"`
 	ActivatedAt     *time.Time `json:"activatedAt,omitempty"`
 	Error           string     `json:"error,omitempty"`
+	// Runtime is running, stopped, unavailable (a runner could not load the bundle:
+	// RuntimeError says why) or none (the deployment is not ready).
+	Runtime      string `json:"runtime,omitempty"`
+	RuntimeError string `json:"runtimeError,omitempty"`
 }
 
 // Serving reports whether the deployment is the ready, active one of its environment.

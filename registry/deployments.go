@@ -61,10 +61,13 @@ type Deployment struct {
 	Digest          string
 	PromotedFrom    string
 	RuntimeStopped  bool
-	Error           string
-	CreatedAt       time.Time
-	ReadyAt         *time.Time
-	ActivatedAt     *time.Time
+	// RuntimeError is why a runner last failed to load the bundle ("" once one loads it).
+	RuntimeError   string
+	RuntimeErrorAt *time.Time
+	Error          string
+	CreatedAt      time.Time
+	ReadyAt        *time.Time
+	ActivatedAt    *time.Time
 }
 
 // TableName names the table of Deployment.
@@ -456,33 +459,50 @@ func (s *Deployments) Rollback(ctx context.Context, agentID, env, deployID, acto
 		if err := lockEnv(tx, agentID, env); err != nil {
 			return err
 		}
-		var d Deployment
-		if deployID != "" {
-			err := tx.Where("id = ? AND agent_id = ?", deployID, agentID).Take(&d).Error
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return ErrDeploymentNotFound
-			}
-			if err != nil {
-				return fmt.Errorf("load deployment: %w", err)
-			}
-			if d.Environment != env {
-				return fmt.Errorf("%w: deployment %s is in %s, not %s", ErrDeploymentNotFound, d.ID, d.Environment, env)
-			}
-		} else {
-			err := tx.Where("agent_id = ? AND environment = ? AND is_active = ? AND status = ? AND activated_at IS NOT NULL",
-				agentID, env, false, StatusReady).Order("activated_at DESC, id DESC").Take(&d).Error
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return ErrNothingToRollBack
-			}
-			if err != nil {
-				return fmt.Errorf("find rollback target: %w", err)
-			}
+		d, err := rollbackTarget(tx, agentID, env, deployID)
+		if err != nil {
+			return err
 		}
-		var err error
 		out, err = s.activate(tx, d, "rollback", actor)
 		return err
 	})
 	return out, err
+}
+
+// RollbackTarget returns the deployment Rollback would activate now, without changing anything:
+// deployID itself (which must be in env), or the most recently activated inactive ready one.
+func (s *Deployments) RollbackTarget(ctx context.Context, agentID, env, deployID string) (Deployment, error) {
+	if env == "" {
+		env = Production
+	}
+	return rollbackTarget(s.db.WithContext(ctx), agentID, env, deployID)
+}
+
+// rollbackTarget reads the rollback target on db (a transaction holding the env lock, or not).
+func rollbackTarget(db *gorm.DB, agentID, env, deployID string) (Deployment, error) {
+	var d Deployment
+	if deployID != "" {
+		err := db.Where("id = ? AND agent_id = ?", deployID, agentID).Take(&d).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return d, ErrDeploymentNotFound
+		}
+		if err != nil {
+			return d, fmt.Errorf("load deployment: %w", err)
+		}
+		if d.Environment != env {
+			return d, fmt.Errorf("%w: deployment %s is in %s, not %s", ErrDeploymentNotFound, d.ID, d.Environment, env)
+		}
+		return d, nil
+	}
+	err := db.Where("agent_id = ? AND environment = ? AND is_active = ? AND status = ? AND activated_at IS NOT NULL",
+		agentID, env, false, StatusReady).Order("activated_at DESC, id DESC").Take(&d).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return d, ErrNothingToRollBack
+	}
+	if err != nil {
+		return d, fmt.Errorf("find rollback target: %w", err)
+	}
+	return d, nil
 }
 
 // PromoteRequest copies the active deployment of From into a new deployment of To.
@@ -556,6 +576,22 @@ func (s *Deployments) Promote(ctx context.Context, req PromoteRequest) (Deployme
 		return err
 	})
 	return out, err
+}
+
+// SetRuntimeError records why a runner could not load the deployment's bundle; message "" clears
+// it (a runner loaded it). It writes only when the recorded message changes.
+func (s *Deployments) SetRuntimeError(ctx context.Context, deployID, message string) error {
+	var at *time.Time
+	if message != "" {
+		now := s.now()
+		at = &now
+	}
+	err := s.db.WithContext(ctx).Model(&Deployment{}).Where("id = ? AND runtime_error <> ?", deployID, message).
+		Updates(map[string]any{"runtime_error": message, "runtime_error_at": at}).Error
+	if err != nil {
+		return fmt.Errorf("record runtime error: %w", err)
+	}
+	return nil
 }
 
 // SetRuntimeStopped records whether a deployment's runtime is stopped.

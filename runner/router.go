@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"gorm.io/gorm"
@@ -30,15 +31,27 @@ type BundleLoader func(ctx context.Context, d registry.Deployment) (*agent.Agent
 // RuntimeFactory builds the runtime of a deployment from its loaded agent.
 type RuntimeFactory func(ctx context.Context, a *agent.Agent, d registry.Deployment) (Runtime, error)
 
+// RuntimeReporter records why a deployment's bundle could not be loaded, where the platform API
+// reads it (the deployment record); message "" says a load succeeded again.
+type RuntimeReporter interface {
+	SetRuntimeError(ctx context.Context, deployID, message string) error
+}
+
 // Config holds the Router's dependencies. Zero sizes take the documented defaults.
 type Config struct {
-	DB          *gorm.DB
-	AppsDomain  string // e.g. apps.localhost
-	LoadBundle  BundleLoader
-	NewRuntime  RuntimeFactory
+	DB         *gorm.DB
+	AppsDomain string // e.g. apps.localhost
+	LoadBundle BundleLoader
+	NewRuntime RuntimeFactory
+	// Reporter, when set, is told of every failed load and of the first success after one.
+	Reporter    RuntimeReporter
 	BundleCache int // parsed bundles kept, by digest (default 64)
 	Runtimes    int // runtimes kept, by deployment (default 256)
-	Logger      *slog.Logger
+	// RetryAfter is how long a failed load is answered from memory before the bundle is read
+	// again (default 5s): a broken bundle costs one object-store read per interval, not one per
+	// request.
+	RetryAfter time.Duration
+	Logger     *slog.Logger
 }
 
 // Router dispatches agent hosts to deployment runtimes. It is safe for concurrent use.
@@ -46,8 +59,15 @@ type Router struct {
 	cfg      Config
 	bundles  *lru.Cache[string, *agent.Agent]
 	runtimes *lru.Cache[string, Runtime]
-	mu       sync.Mutex // serialises loading, so one deployment is loaded once
+	mu       sync.Mutex             // serialises loading, so one deployment is loaded once
+	failed   map[string]loadFailure // deployment → its last failed load, under mu
 	wg       sync.WaitGroup
+}
+
+// loadFailure is a failed load, answered from memory until retry.
+type loadFailure struct {
+	err   error
+	retry time.Time
 }
 
 // NewRouter returns a router; Close releases its runtimes.
@@ -61,10 +81,13 @@ func NewRouter(cfg Config) (*Router, error) {
 	if cfg.Runtimes <= 0 {
 		cfg.Runtimes = 256
 	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = 5 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Router{cfg: cfg}
+	r := &Router{cfg: cfg, failed: map[string]loadFailure{}}
 	var err error
 	if r.bundles, err = lru.New[string, *agent.Agent](cfg.BundleCache); err != nil {
 		return nil, fmt.Errorf("runner: bundle cache: %w", err)
@@ -151,8 +174,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	rt, err := r.runtime(req.Context(), d)
 	if err != nil {
-		r.cfg.Logger.ErrorContext(req.Context(), "load runtime", "deploy_id", d.ID, "err", err)
-		writeError(w, http.StatusServiceUnavailable, "BUNDLE_UNAVAILABLE", "the deployment's bundle could not be loaded")
+		writeError(w, http.StatusServiceUnavailable, "BUNDLE_UNAVAILABLE", "the deployment's bundle could not be loaded; GET /api/deployments/"+d.ID+" says why")
 		return
 	}
 	rt.ServeHTTP(w, req)
@@ -196,6 +218,26 @@ func (r *Router) runtime(ctx context.Context, d registry.Deployment) (Runtime, e
 	if rt, ok := r.runtimes.Get(d.ID); ok {
 		return rt, nil
 	}
+	if f, ok := r.failed[d.ID]; ok && time.Now().Before(f.retry) {
+		return nil, f.err
+	}
+	rt, err := r.load(ctx, d)
+	if err != nil {
+		r.cfg.Logger.ErrorContext(ctx, "load runtime", "deploy_id", d.ID, "err", err)
+		r.failed[d.ID] = loadFailure{err: err, retry: time.Now().Add(r.cfg.RetryAfter)}
+		r.report(ctx, d.ID, err.Error())
+		return nil, err
+	}
+	delete(r.failed, d.ID)
+	if d.RuntimeError != "" {
+		r.report(ctx, d.ID, "")
+	}
+	r.runtimes.Add(d.ID, rt)
+	return rt, nil
+}
+
+// load reads the deployment's bundle (or takes it from the cache) and builds its runtime.
+func (r *Router) load(ctx context.Context, d registry.Deployment) (Runtime, error) {
 	key := d.Digest
 	if key == "" {
 		key = d.BundleKey
@@ -208,12 +250,17 @@ func (r *Router) runtime(ctx context.Context, d registry.Deployment) (Runtime, e
 		}
 		r.bundles.Add(key, a)
 	}
-	rt, err := r.cfg.NewRuntime(ctx, a, d)
-	if err != nil {
-		return nil, err
+	return r.cfg.NewRuntime(ctx, a, d)
+}
+
+// report records a load's outcome through the Reporter; a failure to record is logged only.
+func (r *Router) report(ctx context.Context, deployID, message string) {
+	if r.cfg.Reporter == nil {
+		return
 	}
-	r.runtimes.Add(d.ID, rt)
-	return rt, nil
+	if err := r.cfg.Reporter.SetRuntimeError(context.WithoutCancel(ctx), deployID, message); err != nil {
+		r.cfg.Logger.WarnContext(ctx, "record runtime state", "deploy_id", deployID, "err", err)
+	}
 }
 
 // Forget drops a deployment's runtime (after a runtime stop), closing it.

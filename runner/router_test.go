@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -153,4 +154,79 @@ func TestRouterFollowsActivation(t *testing.T) {
 			t.Errorf("runtimes closed = %d, want 3", got)
 		}
 	})
+}
+
+// TestRouterRecordsFailedLoads: a bundle that does not load answers 503 BUNDLE_UNAVAILABLE, is
+// read again only after RetryAfter, and its reason is recorded on the deployment until a load
+// succeeds.
+func TestRouterRecordsFailedLoads(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?)`, now, now).Error; err != nil {
+		t.Fatal(err)
+	}
+	deps := registry.NewDeployments(db)
+	st, err := deps.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: "production", Commit: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/c1", Digest: "sha256:c1", Activate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loads atomic.Int32
+	var broken atomic.Bool
+	broken.Store(true)
+	var closed atomic.Int32
+	router, err := runner.NewRouter(runner.Config{
+		DB: db, AppsDomain: "apps.localhost", Reporter: deps, RetryAfter: 50 * time.Millisecond,
+		LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) {
+			loads.Add(1)
+			if broken.Load() {
+				return nil, errors.New("bundle damaged")
+			}
+			return &agent.Agent{}, nil
+		},
+		NewRuntime: func(_ context.Context, _ *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
+			return healthRuntime{id: d.ID, closed: &closed}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer router.Close()
+	get := func() int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/health", nil)
+		req.Host = "acme.apps.localhost"
+		router.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	recorded := func() string {
+		got, err := deps.Get(ctx, d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.RuntimeError
+	}
+	for range 3 {
+		if code := get(); code != 503 {
+			t.Fatalf("GET with a broken bundle = %d, want 503", code)
+		}
+	}
+	if n := loads.Load(); n != 1 {
+		t.Errorf("%d loads within RetryAfter, want 1", n)
+	}
+	if msg := recorded(); msg != "bundle damaged" {
+		t.Errorf("recorded runtime error = %q", msg)
+	}
+	broken.Store(false)
+	time.Sleep(60 * time.Millisecond)
+	if code := get(); code != 200 {
+		t.Fatalf("GET after the bundle was mended = %d, want 200", code)
+	}
+	if msg := recorded(); msg != "" {
+		t.Errorf("runtime error after a good load = %q, want cleared", msg)
+	}
 }

@@ -502,7 +502,20 @@ func printStatus(w io.Writer, a client.Agent, deps []client.Deployment, now time
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", env, active, ref, status, since, newest)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// What serves is not only what is active: say so when an active runtime does not run.
+	for _, env := range envs {
+		switch d := rows[env].active; {
+		case d == nil:
+		case d.Runtime == "unavailable":
+			fmt.Fprintf(w, "%s: %s is active but its runtime is unavailable: %s\n", env, d.DeployID, d.RuntimeError)
+		case d.Runtime == "stopped":
+			fmt.Fprintf(w, "%s: %s is active but its runtime is stopped (POST /api/deployments/%s/runtime/start)\n", env, d.DeployID, d.DeployID)
+		}
+	}
+	return nil
 }
 
 func promoteCommand() *cobra.Command {

@@ -84,7 +84,7 @@ func (p *platform) newRouter() (*runner.Router, error) {
 	}
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	return runner.NewRouter(runner.Config{
-		DB: p.db, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log,
+		DB: p.db, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: func(ctx context.Context, d registry.Deployment) (*agent.Agent, error) {
 			b, err := builder.OpenBundle(ctx, p.objects, d.BundleKey)
 			if err != nil {
