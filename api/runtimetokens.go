@@ -40,7 +40,8 @@ func (a *API) mintRuntimeToken(c *gin.Context) error {
 		return err
 	}
 	exp := time.Now().Add(ttl).Truncate(time.Second).UTC()
-	token, err := a.deps.Signer.Mint(auth.RuntimeClaims{UserID: req.UserID, AgentID: agentOf(c).ID, ScopeID: req.ScopeID, ExpiresAt: exp})
+	minter, _ := PrincipalFrom(c)
+	token, err := a.deps.Signer.Mint(auth.RuntimeClaims{UserID: req.UserID, AgentID: agentOf(c).ID, ScopeID: req.ScopeID, ExpiresAt: exp, MintedBy: minter.TokenID})
 	if err != nil {
 		return err
 	}

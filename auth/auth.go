@@ -13,6 +13,11 @@ import (
 var (
 	// ErrUnauthenticated means a credential is missing, unknown, revoked, expired or of the wrong family.
 	ErrUnauthenticated = errors.New("auth: unauthenticated")
+	// ErrExpired is wrapped, with ErrUnauthenticated, by the error of a runtime token past its expiry.
+	ErrExpired = errors.New("auth: runtime token expired")
+	// ErrMinterRevoked is wrapped, with ErrUnauthenticated, by the error of a runtime token whose
+	// minting pk_ token was revoked.
+	ErrMinterRevoked = errors.New("auth: the token that minted this runtime token was revoked")
 	// ErrForbidden means the credential is valid but its kind or agent binding does not allow the call.
 	ErrForbidden = errors.New("auth: forbidden")
 	// ErrInvalidKind is returned for a token kind that is not observer, operator or admin.

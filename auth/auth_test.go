@@ -164,6 +164,17 @@ func TestRuntimeTokens(t *testing.T) {
 			t.Errorf("Verify(%s) = %v, want ErrUnauthenticated", name, err)
 		}
 	}
+	// A genuine expired token says so; a forged one, expired or not, does not.
+	if _, err := s.Verify(expired); !errors.Is(err, auth.ErrExpired) {
+		t.Errorf("Verify(expired) = %v, want ErrExpired", err)
+	}
+	forgedExpired, err := other.Mint(auth.RuntimeClaims{AgentID: "a1", ExpiresAt: time.Now().Add(-time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Verify(forgedExpired); !errors.Is(err, auth.ErrUnauthenticated) || errors.Is(err, auth.ErrExpired) {
+		t.Errorf("Verify(forged, expired) = %v, want ErrUnauthenticated without ErrExpired", err)
+	}
 	if _, err := auth.NewSigner([]byte("short")); err == nil {
 		t.Error("NewSigner(short key) succeeded")
 	}

@@ -21,11 +21,15 @@ type RuntimeClaims struct {
 	AgentID   string    // the agent the token is for
 	ScopeID   string    // "" when the token carries no scope claim
 	ExpiresAt time.Time // whole seconds
+	// MintedBy is the id of the pk_ token that minted it ("" for tokens minted before the claim
+	// existed); a Revocations refuses the runtime token once that token is revoked.
+	MintedBy string
 }
 
 type jwtClaims struct {
 	Agent   string `json:"agent"`
 	ScopeID string `json:"scope_id,omitempty"`
+	Mint    string `json:"mint,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -55,6 +59,7 @@ func (s *Signer) Mint(c RuntimeClaims) (string, error) {
 	claims := jwtClaims{
 		Agent:   c.AgentID,
 		ScopeID: c.ScopeID,
+		Mint:    c.MintedBy,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Subject:   c.UserID,
 			ExpiresAt: jwt.NewNumericDate(c.ExpiresAt),
@@ -68,16 +73,28 @@ func (s *Signer) Mint(c RuntimeClaims) (string, error) {
 	return tok, nil
 }
 
+// ExpiredError is a genuine runtime token past its expiry; it matches ErrExpired.
+type ExpiredError struct{ At time.Time }
+
+func (e *ExpiredError) Error() string { return "runtime token expired at " + e.At.Format(time.RFC3339) }
+
+// Unwrap returns ErrExpired.
+func (e *ExpiredError) Unwrap() error { return ErrExpired }
+
 // Verify checks a runtime token's signature and expiry and returns its claims. Every failure is
-// ErrUnauthenticated (wrapping the reason); a pk_ or ak_ value is never a runtime token.
+// ErrUnauthenticated (wrapping the reason); a token that is genuine but past its expiry also
+// wraps ErrExpired. A pk_ or ak_ value is never a runtime token.
 func (s *Signer) Verify(token string) (RuntimeClaims, error) {
 	var c jwtClaims
 	_, err := s.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.key, nil })
+	if errors.Is(err, jwt.ErrTokenExpired) && c.ExpiresAt != nil {
+		return RuntimeClaims{}, fmt.Errorf("%w: %w", ErrUnauthenticated, &ExpiredError{At: c.ExpiresAt.UTC()})
+	}
 	if err != nil {
 		return RuntimeClaims{}, fmt.Errorf("%w: %w", ErrUnauthenticated, err)
 	}
 	if c.Agent == "" {
 		return RuntimeClaims{}, fmt.Errorf("%w: token names no agent", ErrUnauthenticated)
 	}
-	return RuntimeClaims{UserID: c.Subject, AgentID: c.Agent, ScopeID: c.ScopeID, ExpiresAt: c.ExpiresAt.Time}, nil
+	return RuntimeClaims{UserID: c.Subject, AgentID: c.Agent, ScopeID: c.ScopeID, ExpiresAt: c.ExpiresAt.Time, MintedBy: c.Mint}, nil
 }

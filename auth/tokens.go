@@ -117,6 +117,15 @@ func (s *Tokens) Revoke(ctx context.Context, id string) error {
 	return nil
 }
 
+// RevokedSince returns the ids of the tokens revoked at or after since.
+func (s *Tokens) RevokedSince(ctx context.Context, since time.Time) ([]string, error) {
+	var ids []string
+	if err := s.db.WithContext(ctx).Model(&Token{}).Where("revoked_at >= ?", since.UTC()).Pluck("id", &ids).Error; err != nil {
+		return nil, fmt.Errorf("list revoked tokens: %w", err)
+	}
+	return ids, nil
+}
+
 // Authenticate resolves a pk_ value to its principal. Any other value, or a revoked or unknown token, is ErrUnauthenticated.
 func (s *Tokens) Authenticate(ctx context.Context, value string) (Principal, error) {
 	if !strings.HasPrefix(value, PlatformPrefix) {

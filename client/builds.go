@@ -42,7 +42,7 @@ func (c *Client) copyLogs(ctx context.Context, target, buildID string, w io.Writ
 		if ctxErr := context.Cause(ctx); ctxErr != nil {
 			return fmt.Errorf("read log of build %s: %w", buildID, ctxErr)
 		}
-		return fmt.Errorf("read log of build %s: %w", buildID, err)
+		return fmt.Errorf("read log of build %s: %w: %w", buildID, ErrStreamCut, err)
 	}
 	return nil
 }

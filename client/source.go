@@ -23,6 +23,10 @@ const (
 	MaxSourceFiles     = 10000    // files and links
 )
 
+// ErrStreamCut is wrapped by FollowLogs's error when the connection broke while the log streamed
+// (the server went away): the build itself goes on.
+var ErrStreamCut = errors.New("client: the server closed the log stream before the build finished")
+
 // ErrSourceTooLarge is wrapped by PackDir's errors for a file, a total or a file count over the
 // limits above.
 var ErrSourceTooLarge = errors.New("client: source tree over the limits")
@@ -158,6 +162,9 @@ func (c *Client) UploadSource(ctx context.Context, agentID string, archive io.Re
 		snapshot := *b
 		req.GetBody = func() (io.ReadCloser, error) { r := snapshot; return io.NopCloser(&r), nil }
 	}
+	if p, ok := archive.(*progressReader); ok {
+		req.ContentLength = p.total
+	}
 	req.Header.Set("Content-Type", "application/gzip")
 	resp, err := c.send(req)
 	if err != nil {
@@ -173,9 +180,36 @@ func (c *Client) UploadSource(ctx context.Context, agentID string, archive io.Re
 
 // UploadDir packs the folder dir with PackDir and saves it as a new source version of the agent.
 func (c *Client) UploadDir(ctx context.Context, agentID, dir string) (SourceVersion, error) {
+	return c.UploadDirProgress(ctx, agentID, dir, nil)
+}
+
+// UploadDirProgress is UploadDir that calls progress (when not nil) once the folder is packed,
+// with sent 0, and then as the archive is sent, with the bytes sent so far and the total.
+func (c *Client) UploadDirProgress(ctx context.Context, agentID, dir string, progress func(sent, total int64)) (SourceVersion, error) {
 	var buf bytes.Buffer
 	if err := PackDir(dir, &buf); err != nil {
 		return SourceVersion{}, err
 	}
-	return c.UploadSource(ctx, agentID, bytes.NewReader(buf.Bytes()))
+	if progress == nil {
+		return c.UploadSource(ctx, agentID, bytes.NewReader(buf.Bytes()))
+	}
+	total := int64(buf.Len())
+	progress(0, total)
+	return c.UploadSource(ctx, agentID, &progressReader{r: bytes.NewReader(buf.Bytes()), total: total, report: progress})
+}
+
+// progressReader reports the bytes read through it.
+type progressReader struct {
+	r           io.Reader
+	sent, total int64
+	report      func(sent, total int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.sent += int64(n)
+		p.report(p.sent, p.total)
+	}
+	return n, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -40,6 +41,19 @@ func agentsCreateCommand() *cobra.Command {
 			return err
 		}
 		ctx := cmd.Context()
+		if slug == "" {
+			// The platform would derive a free slug (greeter-2): a second agent of the same name
+			// is more often a mistake than a wish, so it takes an explicit --slug.
+			agents, err := c.ListAgents(ctx)
+			if err != nil {
+				return explain(err)
+			}
+			for _, a := range agents {
+				if strings.EqualFold(a.Name, args[0]) {
+					return fmt.Errorf("an agent named %q exists already (%s, slug %s); pass --slug to create another one with its own URL", a.Name, a.AgentID, a.Slug)
+				}
+			}
+		}
 		a, err := c.CreateAgent(ctx, args[0], slug)
 		if err != nil {
 			return explain(err)

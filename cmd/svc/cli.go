@@ -106,7 +106,7 @@ func explain(err error) error {
 	case e.Code == client.CodeNothingToRollBack:
 		return fmt.Errorf("nothing to roll back to: no earlier deployment of the environment completed and was live (%s); the active deployment is unchanged", detail)
 	case e.Code == client.CodeBundleUnavailable:
-		return fmt.Errorf("the bundle of the source deployment is missing or cannot be copied (%s); the destination is unchanged", detail)
+		return fmt.Errorf("the deployment's bundle is missing or does not open (%s); nothing was changed", detail)
 	case e.Code == client.CodeBuildNotReady:
 		return fmt.Errorf("the deployment is not ready: its build has not succeeded (%s); follow it with `svc logs BUILD_ID -f`", detail)
 	case e.Status == http.StatusUnauthorized:
@@ -229,7 +229,8 @@ type deployer struct {
 func (d deployer) run(ctx context.Context, req client.RedeployRequest, dir string, wait bool) error {
 	// 1. Upload the folder as a source version.
 	if dir != "" {
-		sv, err := d.c.UploadDir(ctx, d.agent.AgentID, dir)
+		fmt.Fprintf(d.errOut, "Packing %s ...\n", dir)
+		sv, err := d.c.UploadDirProgress(ctx, d.agent.AgentID, dir, uploadProgress(d.errOut, dir))
 		if err != nil {
 			if errors.Is(err, client.ErrSourceTooLarge) {
 				return err
@@ -264,7 +265,7 @@ func (d deployer) run(ctx context.Context, req client.RedeployRequest, dir strin
 	// 3. Stream the log, a progress line per step, until the build ends.
 	progress := &stepWriter{w: d.out}
 	if err := d.c.FollowLogs(ctx, rd.BuildID, progress); err != nil {
-		return explain(err)
+		return lostBuild(ctx, rd.BuildID, err)
 	}
 	if err := progress.Close(); err != nil {
 		return err
@@ -276,7 +277,7 @@ func (d deployer) run(ctx context.Context, req client.RedeployRequest, dir strin
 		}
 	}
 	if err != nil {
-		return explain(err)
+		return lostBuild(ctx, rd.BuildID, err)
 	}
 	if b.Status != client.BuildSucceeded {
 		fmt.Fprintf(d.errOut, "Build %s %s:\n", b.BuildID, b.Status)
@@ -321,6 +322,47 @@ func (d deployer) run(ctx context.Context, req client.RedeployRequest, dir strin
 		fmt.Fprintf(d.out, "Deployment %s is %s; check it with `svc status` (or deploy with --wait)\n", dep.DeployID, dep.Status)
 	}
 	return nil
+}
+
+// lostBuild explains an error met while following a build that has started: when the server went
+// away (not an answer of the platform), the build goes on without us, and the user is told how to
+// follow it again.
+func lostBuild(ctx context.Context, buildID string, err error) error {
+	var e *client.Error
+	if errors.As(err, &e) || ctx.Err() != nil {
+		return explain(err)
+	}
+	return fmt.Errorf("lost the server while following build %s (%v): the build goes on without this command; follow it again with `svc logs %s -f`, or see `svc status`", buildID, err, buildID)
+}
+
+// uploadProgress prints how much of dir's archive was sent, at each quarter.
+func uploadProgress(w io.Writer, dir string) func(sent, total int64) {
+	next := int64(-1)
+	return func(sent, total int64) {
+		if sent == 0 {
+			fmt.Fprintf(w, "Uploading %s (%s)", dir, byteSize(total))
+			next = 25
+			return
+		}
+		for next <= 100 && total > 0 && sent*100 >= next*total {
+			fmt.Fprintf(w, " %d%%", next)
+			if next == 100 {
+				fmt.Fprintln(w)
+			}
+			next += 25
+		}
+	}
+}
+
+// byteSize writes n bytes for people: 512 B, 3.4 KiB, 12.0 MiB.
+func byteSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
 // sleep waits for d or ctx's end.
@@ -419,7 +461,9 @@ func logsCommand() *cobra.Command {
 				return err
 			}
 			if follow {
-				err = c.FollowLogs(cmd.Context(), args[0], cmd.OutOrStdout())
+				if err = c.FollowLogs(cmd.Context(), args[0], cmd.OutOrStdout()); errors.Is(err, client.ErrStreamCut) {
+					return fmt.Errorf("%w; the build goes on: follow it again with `svc logs %s -f`", err, args[0])
+				}
 			} else {
 				err = c.Logs(cmd.Context(), args[0], cmd.OutOrStdout())
 			}

@@ -37,9 +37,11 @@ type platform struct {
 	secretKey []byte
 	cipher    *registry.Cipher
 	deploys   *registry.Deployments
-	pipeline  *workers.Pipeline
-	queue     workers.Queue
-	closers   []func() error
+	// revocations verifies runtime tokens and refuses those of revoked minters (runners).
+	revocations *auth.Revocations
+	pipeline    *workers.Pipeline
+	queue       workers.Queue
+	closers     []func() error
 }
 
 // newLogger builds the process logger: JSON unless the output is a terminal (or as configured).
@@ -135,6 +137,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 		return nil, err
 	}
 	p.tokens, p.apiKeys = auth.NewTokens(p.db), auth.NewAPIKeys(p.db)
+	p.revocations = auth.NewRevocations(p.signer, p.tokens, 0, log)
 	p.deploys = registry.NewDeployments(p.db)
 
 	// 4. Queue and pipeline.

@@ -64,7 +64,11 @@ func appsDomainFor(cfg Config, addr net.Addr) string {
 
 // newRouter is the agent router of a platform: bundles from the object store, runtimes with the
 // database session store and runtime-token verification.
-func (p *platform) newRouter() (*runner.Router, error) {
+func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
+	// Runtime tokens of revoked minters are refused from the first request on.
+	if err := p.revocations.Refresh(ctx); err != nil {
+		return nil, err
+	}
 	var defaultModel agent.ModelRef
 	if provider, model, ok := strings.Cut(p.cfg.DefaultModel, "/"); ok {
 		defaultModel = agent.ModelRef{Provider: provider, Model: model}
@@ -95,7 +99,7 @@ func (p *platform) newRouter() (*runner.Router, error) {
 		NewRuntime: func(_ context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
 			env := p.envOf(d.AgentID)
 			return runtime.New(runtime.Options{
-				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.signer,
+				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
 				Models: runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID),
@@ -149,6 +153,12 @@ func (p *platform) runQueue(ctx context.Context) error {
 }
 
 func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
+	// Listen first: a busy port fails before the data dir, its database or an admin token exist.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("setting SVC_ADDR: listen on %s: %w", cfg.Addr, err)
+	}
+	defer ln.Close() //nolint:errcheck // closed by the server on the normal path; this covers early returns
 	p, err := openPlatform(ctx, cfg, log, true)
 	if err != nil {
 		return err
@@ -160,19 +170,14 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	router, err := p.newRouter()
+	router, err := p.newRouter(ctx)
 	if err != nil {
 		return err
 	}
 	defer router.Close()
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("setting SVC_ADDR: listen on %s: %w", cfg.Addr, err)
-	}
 	appsDomain := appsDomainFor(cfg, ln.Addr())
 	a, err := p.newAPI(appsDomain, router)
 	if err != nil {
-		_ = ln.Close() // the API error is the one to report
 		return err
 	}
 	out := cmd.OutOrStdout()
@@ -183,6 +188,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	return runGroup(ctx,
 		func(ctx context.Context) error { return serveListener(ctx, ln, hostSplit(router, a.Handler())) },
 		p.runQueue,
+		p.revocations.Run,
 	)
 }
 
@@ -224,7 +230,7 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		return err
 	}
 	defer p.close()
-	router, err := p.newRouter()
+	router, err := p.newRouter(ctx)
 	if err != nil {
 		return err
 	}
@@ -237,7 +243,12 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		}
 		router.ServeHTTP(w, r) // answers 404 NOT_FOUND for a host that names no agent
 	})
-	return serve(ctx, cfg.Addr, hostSplit(router, health), func(addr net.Addr) {
-		fmt.Fprintf(cmd.OutOrStdout(), "svc %s runner on http://%s (agents at http://<slug>.%s)\n", version, addr, cfg.AppsDomain)
-	})
+	return runGroup(ctx,
+		func(ctx context.Context) error {
+			return serve(ctx, cfg.Addr, hostSplit(router, health), func(addr net.Addr) {
+				fmt.Fprintf(cmd.OutOrStdout(), "svc %s runner on http://%s (agents at http://<slug>.%s)\n", version, addr, cfg.AppsDomain)
+			})
+		},
+		p.revocations.Run,
+	)
 }

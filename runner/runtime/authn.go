@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"svc/auth"
 	"svc/runner/sessions"
@@ -45,7 +47,13 @@ func (rt *Runtime) authenticate(r *http.Request) (*caller, error) {
 		return nil, apiErr(CodeUnauthenticated)
 	}
 	claims, err := rt.opts.Verifier.Verify(token)
-	if err != nil {
+	var expired *auth.ExpiredError
+	switch {
+	case errors.As(err, &expired):
+		return nil, &APIError{Code: CodeUnauthenticated, Message: "the runtime token expired at " + expired.At.Format(time.RFC3339) + "; mint a new one with POST /api/agents/{agent_id}/tokens"}
+	case errors.Is(err, auth.ErrMinterRevoked):
+		return nil, &APIError{Code: CodeUnauthenticated, Message: "the pk_ token that minted this runtime token was revoked; mint a new one with a valid token"}
+	case err != nil:
 		return nil, apiErr(CodeUnauthenticated)
 	}
 	if rt.opts.AgentID != "" && claims.AgentID != rt.opts.AgentID {

@@ -457,6 +457,13 @@ func TestSystemRoutes(t *testing.T) {
 	if r := e.do("GET", "/sessions/pending-approvals", "", nil); r.Status != 200 || !cmp.Equal(r.JSON["sessions"], []any{}) {
 		t.Errorf("pending approvals: %s", r.Body)
 	}
+	// A route no handler takes answers the runtime's JSON error, not plain text.
+	if r := e.do("GET", "/no/such/route", "", nil); r.Status != 404 || r.JSON["error"] != "not_found" || !strings.Contains(r.JSON["message"].(string), "GET /no/such/route") {
+		t.Errorf("unknown route: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("GET", "/chat/sync", "", nil); r.Status != 405 || r.JSON["error"] != "method_not_allowed" || r.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /chat/sync: %d %v %s", r.Status, r.Header, r.Body)
+	}
 }
 
 func TestEventBus(t *testing.T) {

@@ -15,6 +15,7 @@ const (
 	CodeUnauthenticated = "unauthenticated"
 	CodeForbidden       = "forbidden"
 	CodeNotFound        = "not_found"
+	CodeBadMethod       = "method_not_allowed"
 	CodeTurnInProgress  = "turn_in_progress"
 	CodeNoActiveTurn    = "no_active_turn"
 	CodeTooLarge        = "request_too_large"
@@ -30,6 +31,7 @@ var catalog = map[string]struct {
 	CodeUnauthenticated: {http.StatusUnauthorized, "missing or invalid runtime token"},
 	CodeForbidden:       {http.StatusForbidden, "this token may not use this agent"},
 	CodeNotFound:        {http.StatusNotFound, "not found"},
+	CodeBadMethod:       {http.StatusMethodNotAllowed, "the route does not take this method"},
 	CodeTurnInProgress:  {http.StatusConflict, "a turn is already running in this session"},
 	CodeNoActiveTurn:    {http.StatusConflict, "no turn of this session is accepting messages"},
 	CodeTooLarge:        {http.StatusRequestEntityTooLarge, "the request body is larger than 50 MB"},

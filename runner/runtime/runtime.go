@@ -177,7 +177,27 @@ func (rt *Runtime) routes() {
 	m.Handle("GET /inspect/context", rt.handle(rt.inspectContext))
 	m.Handle("GET /inspect/connections/{name}", rt.handle(rt.inspectConnection))
 	m.Handle("GET /api/events", rt.handle(rt.events))
+	m.HandleFunc("/", rt.noRoute)
 	rt.mux = m
+}
+
+// noRoute answers a request that no route takes with the runtime's JSON error: 405 naming the
+// methods when the path is a route's, else 404 naming the path.
+func (rt *Runtime) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = method
+		if _, pattern := rt.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, method)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, r, rt.log, &APIError{Code: CodeBadMethod, Message: fmt.Sprintf("%s takes %s, not %s", r.URL.Path, strings.Join(allow, ", "), r.Method)})
+		return
+	}
+	writeError(w, r, rt.log, &APIError{Code: CodeNotFound, Message: fmt.Sprintf("no route %s %s on this agent", r.Method, r.URL.Path)})
 }
 
 // handlerFunc is a route handler: it writes its answer, or returns an error for handle to write.

@@ -26,19 +26,20 @@ func TestRuntimeAuth(t *testing.T) {
 	other := newSigner(t)
 	other.s, _ = auth.NewSigner([]byte("another-key-another-key-another-key"))
 	cases := []struct {
-		name   string
-		token  string
-		status int
-		code   string
+		name    string
+		token   string
+		status  int
+		code    string
+		message string // a part of the message, when it must say something in particular
 	}{
-		{"no token", "", 401, "unauthenticated"},
-		{"garbage", "not-a-jwt", 401, "unauthenticated"},
-		{"platform token", "pk_abcdefghijklmnopqrstuvwxyz", 401, "unauthenticated"},
-		{"agent key", "ak_abcdefghijklmnopqrstuvwxyz", 401, "unauthenticated"},
-		{"expired", expired, 401, "unauthenticated"},
-		{"wrong key", other.token(agentID, "u", ""), 401, "unauthenticated"},
-		{"other agent", sg.token("ag_other", "u", ""), 403, "forbidden"},
-		{"valid", sg.token(agentID, "u", ""), 200, ""},
+		{"no token", "", 401, "unauthenticated", "Bearer"},
+		{"garbage", "not-a-jwt", 401, "unauthenticated", "missing or invalid"},
+		{"platform token", "pk_abcdefghijklmnopqrstuvwxyz", 401, "unauthenticated", "pk_ and ak_"},
+		{"agent key", "ak_abcdefghijklmnopqrstuvwxyz", 401, "unauthenticated", "pk_ and ak_"},
+		{"expired", expired, 401, "unauthenticated", "the runtime token expired at "},
+		{"wrong key", other.token(agentID, "u", ""), 401, "unauthenticated", "missing or invalid"},
+		{"other agent", sg.token("ag_other", "u", ""), 403, "forbidden", ""},
+		{"valid", sg.token(agentID, "u", ""), 200, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -59,6 +60,9 @@ func TestRuntimeAuth(t *testing.T) {
 				}
 				if c.code != "" && r.JSON["error"] != c.code {
 					t.Errorf("%s %s: body %s, want error %s", route.method, route.path, r.Body, c.code)
+				}
+				if msg, _ := r.JSON["message"].(string); !strings.Contains(msg, c.message) {
+					t.Errorf("%s %s: message %q, want it to say %q", route.method, route.path, msg, c.message)
 				}
 			}
 		})
