@@ -36,6 +36,9 @@ type Config struct {
 	LogLevel           string
 	BuildConcurrency   int
 	RuntimeIdleMinutes int
+	SessionStorageMB   int64
+	AgentStorageMB     int64
+	BodyMemoryMB       int64
 }
 
 type setting struct {
@@ -86,6 +89,24 @@ func settings() []setting {
 			c.RuntimeIdleMinutes = n
 			return err
 		}},
+		{flag: "session-storage-mb", env: "SVC_SESSION_STORAGE_MB", def: "100", help: "MiB of history (text and attachments) one session may hold; past it a message gets 413 session_storage_full",
+			bind: mebibytes(func(c *Config) *int64 { return &c.SessionStorageMB })},
+		{flag: "agent-storage-mb", env: "SVC_AGENT_STORAGE_MB", def: "10240", help: "MiB of history all of an agent's sessions may hold; past it a message gets 429 agent_storage_full",
+			bind: mebibytes(func(c *Config) *int64 { return &c.AgentStorageMB })},
+		{flag: "body-memory-mb", env: "SVC_BODY_MEMORY_MB", def: "512", help: "MiB of memory a runner's large chat bodies in flight may take (each counted at 12x its size); past it they wait, then get 503 server_busy",
+			bind: mebibytes(func(c *Config) *int64 { return &c.BodyMemoryMB })},
+	}
+}
+
+// mebibytes binds a setting of whole MiB, at least 1 and at most 1 TiB.
+func mebibytes(dst func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil && (n < 1 || n > 1<<20) {
+			err = errors.New("must be a whole number of MiB from 1 to 1048576")
+		}
+		*dst(c) = n
+		return err
 	}
 }
 

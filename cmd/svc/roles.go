@@ -24,6 +24,7 @@ import (
 	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
 	"svc/runner/sessions/memstore"
+	"svc/runner/sessions/objblobs"
 	"svc/runner/sessions/redislock"
 	"svc/workers"
 )
@@ -87,6 +88,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 		locker = redislock.New(rdb, redislock.Config{Logger: p.log})
 	}
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
+	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
 	return runner.NewRouter(runner.Config{
 		DB: p.db, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: func(ctx context.Context, d registry.Deployment) (*agent.Agent, error) {
@@ -100,7 +102,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			env := p.envOf(d.AgentID)
 			return runtime.New(runtime.Options{
 				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
-				Models: runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
+				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies,
+				Storage: runtime.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
+				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID),
 			})

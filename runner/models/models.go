@@ -43,8 +43,13 @@ type Message struct {
 // Part is a non-text piece of a user message.
 type Part struct {
 	MimeType string `json:"mime_type"`
-	Data     []byte `json:"data"`
+	// Data is the content. A part kept in history has none: Ref names its content instead.
+	Data     []byte `json:"data,omitempty"`
 	Filename string `json:"filename,omitempty"`
+	// Ref is "sha256:<hex>" of the content, which a session's history keeps apart from its rows
+	// (sessions.Blobs); Size is the content's length in bytes.
+	Ref  string `json:"ref,omitempty"`
+	Size int    `json:"size,omitempty"`
 }
 
 // ToolCall is one tool invocation requested by the model. Arguments is a JSON object.

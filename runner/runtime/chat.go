@@ -55,6 +55,14 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err := rt.requireScope(c, req.ScopeID); err != nil {
 		return nil, err
 	}
+	// The agent's storage bound, then the attachments' content, kept apart from history rows.
+	size := entrySize(&models.Message{Content: in.text, Parts: in.parts})
+	if err := rt.checkAgentStorage(ctx, size); err != nil {
+		return nil, err
+	}
+	if in.kept, err = rt.storeParts(ctx, in.parts); err != nil {
+		return nil, err
+	}
 	// 2, 3. Resolve the session and take its turn lock.
 	l, release, err := rt.lockSession(ctx, c, req)
 	if err != nil {
@@ -62,6 +70,10 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	}
 	t := &turn{rt: rt, l: l, id: l.id, release: release, queue: loop.NewQueue()}
 	if err := t.setup(req, in); err != nil {
+		t.abandon()
+		return nil, err
+	}
+	if t.history, err = rt.loadParts(ctx, t.history); err != nil {
 		t.abandon()
 		return nil, err
 	}
@@ -185,6 +197,9 @@ func (t *turn) setup(req *chatRequest, in *input) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.s
+	if err := rt.checkSessionStorage(s, entrySize(&models.Message{Content: in.text, Parts: in.kept})); err != nil {
+		return err
+	}
 	if len(req.Metadata) > 0 {
 		merged := maps.Clone(s.Metadata)
 		if merged == nil {
@@ -237,7 +252,9 @@ func (t *turn) setup(req *chatRequest, in *input) error {
 	t.budget, t.used = s.MaxSessionTokens, s.Usage.Total()
 	msg := models.Message{Role: models.RoleUser, Content: in.text, Parts: in.parts}
 	t.input = []models.Message{msg}
-	s.Messages = append(s.Messages, sessions.Entry{Message: msg, At: now})
+	kept := models.Message{Role: models.RoleUser, Content: in.text, Parts: in.kept} // content by reference
+	s.Messages = append(s.Messages, sessions.Entry{Message: kept, At: now})
+	s.StoredBytes += entrySize(&kept)
 	return nil
 }
 
@@ -348,6 +365,7 @@ func (t *turn) finish(ctx context.Context, res loop.Result) {
 	added := res.Messages[min(len(t.input), len(res.Messages)):]
 	for i, m := range added {
 		s.Messages = append(s.Messages, sessions.Entry{Message: m, At: now, Interrupted: res.Interrupted && i == len(added)-1})
+		s.StoredBytes += entrySize(&m)
 	}
 	s.Usage.InputTokens += res.Usage.InputTokens
 	s.Usage.OutputTokens += res.Usage.OutputTokens

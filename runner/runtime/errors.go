@@ -19,6 +19,9 @@ const (
 	CodeTurnInProgress  = "turn_in_progress"
 	CodeNoActiveTurn    = "no_active_turn"
 	CodeTooLarge        = "request_too_large"
+	CodeSessionFull     = "session_storage_full"
+	CodeAgentFull       = "agent_storage_full"
+	CodeBusy            = "server_busy"
 	CodeInternal        = "internal"
 )
 
@@ -35,6 +38,9 @@ var catalog = map[string]struct {
 	CodeTurnInProgress:  {http.StatusConflict, "a turn is already running in this session"},
 	CodeNoActiveTurn:    {http.StatusConflict, "no turn of this session is accepting messages"},
 	CodeTooLarge:        {http.StatusRequestEntityTooLarge, "the request body is larger than 50 MB"},
+	CodeSessionFull:     {http.StatusRequestEntityTooLarge, "the session holds as much as a session may"},
+	CodeAgentFull:       {http.StatusTooManyRequests, "the agent's sessions hold as much as an agent may"},
+	CodeBusy:            {http.StatusServiceUnavailable, "the runtime is busy; retry in a few seconds"},
 	CodeInternal:        {http.StatusInternalServerError, "internal error"},
 }
 

@@ -185,7 +185,8 @@ func jsonKind(goKind string) string {
 type input struct {
 	text     string
 	parts    []models.Part
-	warnings []string // attachments left out
+	kept     []models.Part // parts as history keeps them: by reference (storeParts)
+	warnings []string      // attachments left out
 }
 
 // fromUIMessages fills Message (and attachments) from a useChat body when Message is absent:

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
+
 	"svc/agent"
 	"svc/auth"
 	"svc/runner/loop"
@@ -40,6 +42,13 @@ type Options struct {
 	Version  string
 	// Sessions keeps sessions; nil means an in-memory store (svc dev).
 	Sessions sessions.Store
+	// Blobs keeps the content of attachments apart from history rows; nil means in memory.
+	Blobs sessions.Blobs
+	// Storage bounds what history may hold per session and per agent.
+	Storage StorageLimits
+	// Bodies bounds the memory of large request bodies in flight; share one among the runtimes
+	// of a process. nil means a budget of DefaultBodyMemory for this runtime alone.
+	Bodies *BodyBudget
 	// Locker grants one turn at a time per session; nil means an in-process lock.
 	Locker sessions.Locker
 	// SharedStore says that other runtimes (other deployments of the agent, other runner
@@ -92,6 +101,12 @@ type Runtime struct {
 	bus      *bus
 	inMemory bool // the store keeps sessions in memory: idle sessions are not kept live too
 
+	blobs     sessions.Blobs
+	blobCache *lru.Cache[string, []byte]
+	storage   StorageLimits
+	bodies    *BodyBudget
+	usage     agentUsage
+
 	mu   sync.Mutex
 	live map[string]*liveSession
 
@@ -112,6 +127,13 @@ func New(opts Options) (*Runtime, error) {
 		opts: opts, ag: opts.Agent, store: opts.Sessions, locker: opts.Locker, models: opts.Models,
 		log: opts.Logger, now: opts.Now, idle: opts.IdleTimeout,
 		live: make(map[string]*liveSession), done: make(chan struct{}), bus: newBus(),
+		blobs: opts.Blobs, blobCache: newBlobCache(), storage: opts.Storage.withDefaults(), bodies: opts.Bodies,
+	}
+	if rt.blobs == nil {
+		rt.blobs = &memstore.Blobs{}
+	}
+	if rt.bodies == nil {
+		rt.bodies = NewBodyBudget(0, 0)
 	}
 	if rt.store == nil {
 		rt.store = memstore.New()
@@ -217,6 +239,14 @@ func (rt *Runtime) handle(h handlerFunc) http.Handler {
 			}
 		}()
 		c, err := rt.authenticate(r)
+		if err == nil {
+			var release func()
+			if release, err = rt.bodies.admit(r); err == nil {
+				defer release()
+			} else {
+				w.Header().Set("Retry-After", "5")
+			}
+		}
 		if err == nil {
 			err = h(w, r, c)
 		}

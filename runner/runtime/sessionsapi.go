@@ -67,7 +67,9 @@ type historyItem struct {
 	Usage     *usageBody        `json:"usage,omitempty"`
 	Model     *sessions.Model   `json:"model,omitempty"`
 	Budget    int               `json:"max_session_tokens,omitempty"`
-	Messages  []historyMessage  `json:"messages,omitempty"`
+	// StoredBytes is what the history holds against the session's storage bound (detail only).
+	StoredBytes int64            `json:"stored_bytes,omitempty"`
+	Messages    []historyMessage `json:"messages,omitempty"`
 }
 
 type usageBody struct {
@@ -114,7 +116,7 @@ func item(s *sessions.Session, detail bool) historyItem {
 		m := s.Model
 		it.Model = &m
 	}
-	it.Budget = s.MaxSessionTokens
+	it.Budget, it.StoredBytes = s.MaxSessionTokens, s.StoredBytes
 	it.Messages = make([]historyMessage, 0, len(s.Messages))
 	for i, e := range s.Messages {
 		hm := historyMessage{
@@ -122,7 +124,7 @@ func item(s *sessions.Session, detail bool) historyItem {
 			ToolCallID: e.ToolCallID, ToolName: e.ToolName, IsError: e.IsError, Interrupted: e.Interrupted, At: e.At,
 		}
 		for _, p := range e.Parts {
-			hm.Attachments = append(hm.Attachments, attachmentDigest{p.MimeType, p.Filename, len(p.Data)})
+			hm.Attachments = append(hm.Attachments, attachmentDigest{p.MimeType, p.Filename, max(p.Size, len(p.Data))})
 		}
 		it.Messages = append(it.Messages, hm)
 	}
@@ -354,7 +356,11 @@ func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *calle
 	defer rt.doneWith(l)
 	l.mu.Lock()
 	q := l.queue
+	full := rt.checkSessionStorage(l.s, int64(len(*body.Message)))
 	l.mu.Unlock()
+	if full != nil {
+		return full
+	}
 	if q == nil || !q.Push(models.Message{Role: models.RoleUser, Content: *body.Message}) {
 		return apiErr(CodeNoActiveTurn)
 	}

@@ -2,6 +2,8 @@ package sessions
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"maps"
 	"time"
@@ -40,8 +42,12 @@ type Session struct {
 	// MaxSessionTokens is the cumulative token budget; 0 means none.
 	MaxSessionTokens int
 	Usage            Usage
-	Title            string
-	Status           string
+	// StoredBytes is what the history holds: message text, tool calls and results, and the size
+	// of each attachment it references. The runtime bounds it per session and, summed over an
+	// agent's sessions (Sizer), per agent.
+	StoredBytes int64
+	Title       string
+	Status      string
 	// Metadata holds the latest value of each metadata key (spec §2.6). It never reaches the
 	// model, tools or templates.
 	Metadata map[string]string
@@ -153,6 +159,30 @@ type Refresher interface {
 // than keeping it (STYLE 8: an optional ability is its own interface).
 type InMemory interface {
 	InMemory() bool
+}
+
+// Sizer is optionally implemented by a Store that can sum StoredBytes over an agent's sessions.
+type Sizer interface {
+	// AgentStoredBytes returns the StoredBytes of every session of agentID, summed.
+	AgentStoredBytes(ctx context.Context, agentID string) (int64, error)
+}
+
+// ErrBlobNotFound is returned by Blobs.Get for content that was never put.
+var ErrBlobNotFound = errors.New("sessions: attachment content not found")
+
+// Blobs keeps the content of attachments apart from history rows, once per content: history
+// parts carry only a Ref. Implementations are safe for concurrent use.
+type Blobs interface {
+	// Put stores data under ref, which must be BlobRef(data); storing it again changes nothing.
+	Put(ctx context.Context, ref string, data []byte) error
+	// Get returns the content stored under ref, or ErrBlobNotFound.
+	Get(ctx context.Context, ref string) ([]byte, error)
+}
+
+// BlobRef is the reference of content: "sha256:" and its hex SHA-256.
+func BlobRef(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Locker grants one turn at a time per session. The in-process implementation is

@@ -22,6 +22,7 @@ type Store struct {
 var (
 	_ sessions.Store     = (*Store)(nil)
 	_ sessions.Refresher = (*Store)(nil)
+	_ sessions.Sizer     = (*Store)(nil)
 )
 
 // New returns a store over db, which must carry migration 00003.
@@ -41,6 +42,7 @@ type sessionRow struct {
 	InputTokens      int64
 	OutputTokens     int64
 	CachedTokens     int64
+	StoredBytes      int64
 	Title            string
 	Status           string
 	Metadata         string
@@ -241,7 +243,7 @@ func toRow(s *sessions.Session) (*sessionRow, error) {
 		ID: s.ID, AgentID: s.AgentID, Owner: s.Owner, ScopeID: s.ScopeID, Agent: s.Agent, Skill: s.Skill,
 		DeployID: s.DeployID, Model: string(model), MaxSessionTokens: int64(s.MaxSessionTokens),
 		TokensUsed: int64(s.Usage.Total()), InputTokens: int64(s.Usage.InputTokens),
-		OutputTokens: int64(s.Usage.OutputTokens), CachedTokens: int64(s.Usage.CachedTokens),
+		OutputTokens: int64(s.Usage.OutputTokens), CachedTokens: int64(s.Usage.CachedTokens), StoredBytes: s.StoredBytes,
 		Title: s.Title, Status: status, Metadata: meta, Context: ctxJSON, State: string(state),
 		CreatedAt: s.CreatedAt.UTC(), UpdatedAt: s.UpdatedAt.UTC(),
 	}, nil
@@ -251,8 +253,8 @@ func fromRow(r *sessionRow) (*sessions.Session, error) {
 	s := &sessions.Session{
 		ID: r.ID, AgentID: r.AgentID, Owner: r.Owner, ScopeID: r.ScopeID, Agent: r.Agent, Skill: r.Skill,
 		DeployID: r.DeployID, MaxSessionTokens: int(r.MaxSessionTokens),
-		Usage: sessions.Usage{InputTokens: int(r.InputTokens), OutputTokens: int(r.OutputTokens), CachedTokens: int(r.CachedTokens)},
-		Title: r.Title, Status: r.Status, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Usage:       sessions.Usage{InputTokens: int(r.InputTokens), OutputTokens: int(r.OutputTokens), CachedTokens: int(r.CachedTokens)},
+		StoredBytes: r.StoredBytes, Title: r.Title, Status: r.Status, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 	if err := json.Unmarshal([]byte(r.Model), &s.Model); err != nil {
 		return nil, fmt.Errorf("load session %s: model: %w", r.ID, err)
@@ -267,6 +269,16 @@ func fromRow(r *sessionRow) (*sessions.Session, error) {
 		return nil, fmt.Errorf("load session %s: state: %w", r.ID, err)
 	}
 	return s, nil
+}
+
+// AgentStoredBytes implements sessions.Sizer: one indexed sum over the agent's sessions.
+func (st *Store) AgentStoredBytes(ctx context.Context, agentID string) (int64, error) {
+	var n int64
+	err := st.db.WithContext(ctx).Model(&sessionRow{}).Where("agent_id = ?", agentID).Select("COALESCE(SUM(stored_bytes), 0)").Scan(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("sum stored bytes of agent %s: %w", agentID, err)
+	}
+	return n, nil
 }
 
 func marshalMap(m map[string]string) (string, error) {

@@ -23,7 +23,21 @@ type record struct {
 var (
 	_ sessions.Store    = (*Store)(nil)
 	_ sessions.InMemory = (*Store)(nil)
+	_ sessions.Sizer    = (*Store)(nil)
 )
+
+// AgentStoredBytes implements sessions.Sizer.
+func (st *Store) AgentStoredBytes(_ context.Context, agentID string) (int64, error) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	var n int64
+	for _, rec := range st.recs {
+		if rec.s.AgentID == agentID {
+			n += rec.s.StoredBytes
+		}
+	}
+	return n, nil
+}
 
 // InMemory implements sessions.InMemory: it reports true.
 func (st *Store) InMemory() bool { return true }

@@ -37,3 +37,7 @@ func TestLocks(t *testing.T) {
 	}
 	again()
 }
+
+func TestBlobs(t *testing.T) {
+	sessionstest.RunBlobs(t, func(*testing.T) sessions.Blobs { return &memstore.Blobs{} })
+}

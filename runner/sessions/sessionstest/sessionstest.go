@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sessions.Store) {
 		{"Delete", testDelete},
 		{"Concurrent", testConcurrent},
 		{"Refresh", testRefresh},
+		{"StoredBytes", testStoredBytes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -44,13 +45,14 @@ func sample(id string) *sessions.Session {
 		ID: id, AgentID: "ag1", Owner: "u1", ScopeID: "tenant-a", Agent: "default", Skill: "refunds",
 		DeployID: "d1", Model: sessions.Model{Provider: "openai", Model: "gpt-4o", Effort: "low"},
 		MaxSessionTokens: 1000, Usage: sessions.Usage{InputTokens: 10, OutputTokens: 5, CachedTokens: 2},
-		Title: "Refund please", Status: sessions.StatusIdle,
+		StoredBytes: 1234, Title: "Refund please", Status: sessions.StatusIdle,
 		Metadata:  map[string]string{"userId": "u1", "screen": "home"},
 		Context:   map[string]string{"plan": "team"},
 		State:     sessions.State{ActiveSkills: []string{"refunds"}, LoadedKnowledge: []string{"plans"}, Summary: "earlier", SummaryUpTo: 1},
 		CreatedAt: base, UpdatedAt: base.Add(time.Second),
 		Messages: []sessions.Entry{
-			{Message: models.Message{Role: models.RoleUser, Content: "I want a refund"}, At: base},
+			{Message: models.Message{Role: models.RoleUser, Content: "I want a refund",
+				Parts: []models.Part{{MimeType: "image/png", Filename: "receipt.png", Ref: "sha256:" + fmt.Sprintf("%064x", 7), Size: 1000}}}, At: base},
 			{Message: models.Message{Role: models.RoleAssistant, Content: "Let me check", Thinking: "hm",
 				ToolCalls: []models.ToolCall{{ID: "c1", Name: "load_knowledge", Arguments: json.RawMessage(`{"name":"plans"}`)}}}, At: base},
 			{Message: models.Message{Role: models.RoleTool, ToolCallID: "c1", ToolName: "load_knowledge", Content: "# Plans", IsError: true}, At: base},
@@ -313,5 +315,51 @@ func testRefresh(t *testing.T, st sessions.Store) {
 	}
 	if d := cmp.Diff(anew, got); d != "" {
 		t.Fatalf("Refresh of a session created anew (-want +got):\n%s", d)
+	}
+}
+
+// testStoredBytes: StoredBytes is kept with the record, and a Sizer sums it over an agent's
+// sessions (other agents' are not counted).
+func testStoredBytes(t *testing.T, st sessions.Store) {
+	a, b, other := sample("s1"), sample("s2"), sample("s3")
+	a.StoredBytes, b.StoredBytes, other.StoredBytes, other.AgentID = 100, 250, 4000, "ag2"
+	for _, s := range []*sessions.Session{a, b, other} {
+		mustSave(t, st, s, 0)
+	}
+	if got := mustLoad(t, st, "s2").StoredBytes; got != 250 {
+		t.Errorf("StoredBytes = %d, want 250", got)
+	}
+	sz, ok := st.(sessions.Sizer)
+	if !ok {
+		t.Fatalf("%T does not implement sessions.Sizer", st)
+	}
+	for agent, want := range map[string]int64{"ag1": 350, "ag2": 4000, "none": 0} {
+		if got, err := sz.AgentStoredBytes(context.Background(), agent); err != nil || got != want {
+			t.Errorf("AgentStoredBytes(%s) = %d, %v; want %d", agent, got, err, want)
+		}
+	}
+}
+
+// RunBlobs runs the suite of sessions.Blobs; newBlobs returns an empty store.
+func RunBlobs(t *testing.T, newBlobs func(t *testing.T) sessions.Blobs) {
+	ctx := context.Background()
+	b := newBlobs(t)
+	data := []byte("the content of an attachment")
+	ref := sessions.BlobRef(data)
+	if _, err := b.Get(ctx, ref); !errors.Is(err, sessions.ErrBlobNotFound) {
+		t.Fatalf("Get before Put = %v, want ErrBlobNotFound", err)
+	}
+	if err := b.Put(ctx, ref, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, ref, data); err != nil {
+		t.Fatalf("Put again = %v, want nil (stored once)", err)
+	}
+	got, err := b.Get(ctx, ref)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("Get = %q, %v", got, err)
+	}
+	if err := b.Put(ctx, sessions.BlobRef([]byte("other")), data); err == nil {
+		t.Error("Put under another content's ref succeeded")
 	}
 }
