@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 )
@@ -58,6 +59,20 @@ type CIConfig struct {
 // (path.Match glob patterns) builds nothing. An empty list allows every branch.
 type DeployFilter struct {
 	Branches []string `json:"branches,omitempty"`
+}
+
+// Allows reports whether a push to branch builds: no filter, an empty list, or a pattern that
+// matches. A nil filter allows every branch.
+func (f *DeployFilter) Allows(branch string) bool {
+	if f == nil || len(f.Branches) == 0 {
+		return true
+	}
+	for _, pat := range f.Branches {
+		if ok, err := path.Match(pat, branch); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 // ScopeConfig is the "scope" entry of svc.json.

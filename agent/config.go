@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"fmt"
+	"io/fs"
 	"path"
 	"slices"
 	"strconv"
@@ -21,6 +23,25 @@ const (
 	BackendSQLite   = "sqlite"
 	BackendPostgres = "postgres"
 )
+
+// DeployFilterOf reads the ci.deploy entry of the svc.json of fsys as Load reads it (a byte order
+// mark, comments of the strict parser's kind, and so on), without loading the rest of the tree:
+// what a push's branch check needs. It returns nil when svc.json has no ci.deploy, and an error
+// when svc.json cannot be read or is not the JSON Load accepts.
+func DeployFilterOf(fsys fs.FS) (*DeployFilter, error) {
+	data, err := fs.ReadFile(fsys, "svc.json")
+	if err != nil {
+		return nil, fmt.Errorf("read svc.json: %w", err)
+	}
+	var cfg Config
+	if _, issues := decodeJSONStrict(data, &cfg); len(issues) > 0 {
+		return nil, fmt.Errorf("svc.json:%d: %s", issues[0].line, issues[0].message)
+	}
+	if cfg.CI == nil {
+		return nil, nil
+	}
+	return cfg.CI.Deploy, nil
+}
 
 // parseConfig decodes and validates svc.json.
 func parseConfig(file string, data []byte, c *collector) Config {
@@ -84,6 +105,11 @@ func checkModel(file, field string, m ModelRef, doc *jsonDoc, c *collector) {
 		if msg := checkEnvRef(field+".apiKey", m.APIKey); msg != "" {
 			c.add(file, doc.line(field+".apiKey"), "%s", msg)
 		}
+	}
+	switch m.Effort {
+	case "", "low", "medium", "high":
+	default:
+		c.add(file, doc.lineOr(field+".effort", field), "field %q must be low, medium or high; got %q", field+".effort", m.Effort)
 	}
 }
 

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -70,6 +72,10 @@ func TestConfigProblems(t *testing.T) {
 				{File: "svc.json", Line: 2, Message: `field "ci.deploy.branches[1]": invalid glob pattern "release/[": syntax error in pattern`},
 				{File: "svc.json", Line: 2, Message: `field "ci.deploy.branches[2]": empty branch pattern`},
 			}},
+		{name: "effort", files: svc(`{"name": "t", "version": "1",
+"models": {"main": {"provider": "openai", "model": "m",
+  "effort": "extreme"}}}`),
+			want: []Problem{{File: "svc.json", Line: 3, Message: `field "models.main.effort" must be low, medium or high; got "extreme"`}}},
 		{name: "valid optional parts", files: svc(`{"name": "t", "version": "1", "description": "d", "basePrompt": "p",
   "models": {"main": {"provider": "openai-compatible", "model": "m", "baseUrl": "http://127.0.0.1:8080/v1", "apiKey": "env:KEY_1", "effort": "low"},
              "alt": {"provider": "echo"}, "env": {"provider": "openai", "model": "m", "baseUrl": "env:OPENAI_BASE"}},
@@ -95,5 +101,29 @@ func TestConfigParsed(t *testing.T) {
 	}
 	if m, ok := a.MainModel(); !ok || m.APIKey != "env:KEY" {
 		t.Errorf("MainModel() = %+v, %v; want the env: reference kept as written", m, ok)
+	}
+}
+
+// TestDeployFilterOf reads ci.deploy the way Load reads svc.json (a byte order mark included)
+// and tells which branches build.
+func TestDeployFilterOf(t *testing.T) {
+	read := func(svcJSON string) (*DeployFilter, error) {
+		return DeployFilterOf(fstest.MapFS{"svc.json": {Data: []byte(svcJSON)}})
+	}
+	f, err := read("\ufeff{\"name\": \"t\", \"version\": \"1\", \"ci\": {\"deploy\": {\"branches\": [\"main\", \"release/*\"]}}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for branch, want := range map[string]bool{"main": true, "release/1.2": true, "feature/x": false, "release": false} {
+		if got := f.Allows(branch); got != want {
+			t.Errorf("Allows(%q) = %v, want %v", branch, got, want)
+		}
+	}
+	none, err := read(`{"name": "t", "version": "1"}`)
+	if err != nil || none != nil || !none.Allows("anything") {
+		t.Errorf("no ci.deploy = %+v, %v; want nil, allowing every branch", none, err)
+	}
+	if _, err := read(`{"name": `); err == nil || !strings.Contains(err.Error(), "svc.json:1") {
+		t.Errorf("broken svc.json = %v, want an error naming the file and line", err)
 	}
 }

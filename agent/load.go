@@ -12,13 +12,15 @@ import (
 	"strings"
 )
 
-// Limits of a source tree. A tree at a limit is valid; one byte or one file more is a problem.
+// Limits of a source tree, the one statement of them: the builder (upload, git fetch, build, the
+// bundle reader) and the CLI's packer apply the same. A tree at a limit is valid; one byte, one
+// file, one folder or one level more is a problem.
 const (
 	MaxFileSize = 5 << 20  // bytes per file (5 MiB)
 	MaxFiles    = 10_000   // regular files per tree
 	MaxTreeSize = 50 << 20 // bytes across all files (50 MiB)
-	// maxDirs bounds the directories walked, so a tree of empty folders cannot run the walk forever.
-	maxDirs = MaxFiles
+	MaxFolders  = MaxFiles // folders per tree, counting every folder a path passes through
+	MaxDepth    = 32       // elements of the longest path ("a/b/c.md" is 3)
 )
 
 // ConfigFile is the path of the agent's config file in a source tree.
@@ -89,7 +91,7 @@ func (c *collector) addJSON(file string, issues []lineIssue) {
 // loader holds the state of one Load.
 type loader struct {
 	fsys      fs.FS
-	checkLink func(name string) error // set by LoadDir: real resolution of a link
+	checkLink func(name string) error // set by LoadDir (a folder on disk): real resolution of a link
 	c         collector
 	agent     *Agent
 	files     []string        // every regular file, sorted
@@ -152,6 +154,13 @@ func (l *loader) walk() bool {
 				l.c.add(p, 0, "%s", msg)
 				continue
 			}
+			if l.checkLink != nil && name == ".git" {
+				continue // LoadDir: a checkout's repository is not part of the agent (`svc deploy --dir` leaves it out too)
+			}
+			if n := strings.Count(p, "/") + 1; n > MaxDepth {
+				l.c.add(p, 0, "path is %d elements deep, more than the limit of %d", n, MaxDepth)
+				continue
+			}
 			mode := e.Type()
 			if mode&fs.ModeSymlink != 0 {
 				var ok bool
@@ -162,8 +171,8 @@ func (l *loader) walk() bool {
 			switch {
 			case mode.IsDir():
 				l.dirs[p] = true
-				if len(l.dirs) > maxDirs {
-					l.c.add(".", 0, "more than %d folders", maxDirs)
+				if len(l.dirs) > MaxFolders {
+					l.c.add(".", 0, "more than %d folders (the limit)", MaxFolders)
 					return false
 				}
 				pending = append(pending, p)

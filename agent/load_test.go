@@ -386,10 +386,10 @@ func TestLoadFolderCountLimit(t *testing.T) {
 	const baseDirs = 2 // agents, agents/default
 	for _, extra := range []int{0, 1} {
 		t.Run(fmt.Sprintf("limit+%d", extra), func(t *testing.T) {
-			_, ps := problemsOf(t, manyDirsFS{MapFS: base, n: maxDirs - baseDirs + extra})
+			_, ps := problemsOf(t, manyDirsFS{MapFS: base, n: MaxFolders - baseDirs + extra})
 			var want []Problem
 			if extra > 0 {
-				want = []Problem{{File: ".", Message: "more than 10000 folders"}}
+				want = []Problem{{File: ".", Message: "more than 10000 folders (the limit)"}}
 			}
 			if diff := cmp.Diff(want, []Problem(ps)); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
@@ -426,5 +426,46 @@ func TestProblemsError(t *testing.T) {
 	want := "agent: invalid source tree:\nsvc.json: missing required field \"version\"\nsvc/x: unknown folder svc/x: expected one of connections, knowledge, skills, stores, tools"
 	if got := ps.Error(); got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+// TestLoadDepthLimit: a path of MaxDepth elements loads, one element more is a problem naming it.
+func TestLoadDepthLimit(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("d/", n-1) + "f.md" }
+	for _, n := range []int{MaxDepth, MaxDepth + 1} {
+		_, ps := problemsOf(t, baseTree(map[string]string{deep(n): "x"}))
+		var want []Problem
+		if n > MaxDepth {
+			want = []Problem{{File: deep(n), Message: "path is 33 elements deep, more than the limit of 32"}}
+		}
+		if diff := cmp.Diff(want, []Problem(ps)); diff != "" {
+			t.Errorf("depth %d: problems (-want +got):\n%s", n, diff)
+		}
+	}
+}
+
+// TestLoadDirLeavesGitOut: a checkout's .git folder is not read by LoadDir.
+func TestLoadDirLeavesGitOut(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"svc.json": `{"name": "t", "version": "1"}`, "agents/default/AGENT.md": "Be brief.",
+		".git/HEAD": "ref: refs/heads/main\n", ".git/objects/aa/bb": strings.Repeat("x", MaxFileSize+1),
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := LoadDir(dir)
+	if err != nil {
+		t.Fatalf("LoadDir of a checkout = %v", err)
+	}
+	for p := range a.Files {
+		if strings.HasPrefix(p, ".git") {
+			t.Errorf("LoadDir read %s", p)
+		}
 	}
 }

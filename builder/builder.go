@@ -9,12 +9,12 @@ import (
 	"svc/agent"
 )
 
-// Default limits of a source tree and of one build (see Limits).
+// Default limits of a source tree (the agent package states them) and of one build (see Limits).
 const (
-	DefaultMaxFileSize  = 5 << 20  // 5 MiB per file
-	DefaultMaxTotalSize = 50 << 20 // 50 MiB across all files
-	DefaultMaxFiles     = 10_000   // regular files per tree, and folders per tree
-	DefaultMaxDepth     = 32       // path elements of a file or folder ("a/b/c.md" is 3)
+	DefaultMaxFileSize  = agent.MaxFileSize // 5 MiB per file
+	DefaultMaxTotalSize = agent.MaxTreeSize // 50 MiB across all files
+	DefaultMaxFiles     = agent.MaxFiles    // regular files per tree, and folders per tree
+	DefaultMaxDepth     = agent.MaxDepth    // path elements of a file or folder ("a/b/c.md" is 3)
 	DefaultTimeout      = 10 * time.Minute
 )
 

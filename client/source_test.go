@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"svc/agent"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -190,5 +192,12 @@ func TestPackDirFileSizeLimit(t *testing.T) {
 	writeTree(t, dir, map[string]string{"bigger.md": strings.Repeat("x", MaxSourceFileSize+1)})
 	if err := PackDir(dir, io.Discard); !errors.Is(err, ErrSourceTooLarge) || !strings.Contains(err.Error(), "bigger.md") {
 		t.Fatalf("file of %d bytes: %v, want ErrSourceTooLarge naming bigger.md", MaxSourceFileSize+1, err)
+	}
+}
+
+// TestPackLimitsAreTheAgentLimits: the packer refuses exactly what the platform would.
+func TestPackLimitsAreTheAgentLimits(t *testing.T) {
+	if MaxSourceFileSize != agent.MaxFileSize || MaxSourceTotalSize != agent.MaxTreeSize || MaxSourceFiles != agent.MaxFiles {
+		t.Errorf("client limits %d/%d/%d, agent limits %d/%d/%d", MaxSourceFileSize, MaxSourceTotalSize, MaxSourceFiles, agent.MaxFileSize, agent.MaxTreeSize, agent.MaxFiles)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"svc/agent"
 	"svc/builder"
 	"svc/registry"
 	"svc/webhook"
@@ -185,38 +185,12 @@ func (p *Pipeline) branchFiltered(ctx context.Context, src AgentSource, push web
 	if err != nil {
 		return false, err
 	}
-	filtered, err := ciFiltered(fsys, push.Branch)
+	f, err := agent.DeployFilterOf(fsys)
+	filtered := err == nil && !f.Allows(push.Branch)
 	if err == nil && !filtered {
 		p.Trees.put(src.treeKey(push.Branch, push.After), fsys, res)
 	}
 	return filtered, err
-}
-
-// ciFiltered reads svc.json of fsys and reports whether its ci.deploy.branches leave branch out.
-func ciFiltered(fsys fs.FS, branch string) (bool, error) {
-	raw, err := fs.ReadFile(fsys, "svc.json")
-	if err != nil {
-		return false, err
-	}
-	var cfg struct {
-		CI *struct {
-			Deploy *struct {
-				Branches []string `json:"branches"`
-			} `json:"deploy"`
-		} `json:"ci"`
-	}
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		return false, fmt.Errorf("svc.json: %w", err)
-	}
-	if cfg.CI == nil || cfg.CI.Deploy == nil || len(cfg.CI.Deploy.Branches) == 0 {
-		return false, nil
-	}
-	for _, pat := range cfg.CI.Deploy.Branches {
-		if ok, err := path.Match(pat, branch); err == nil && ok {
-			return false, nil
-		}
-	}
-	return true, nil
 }
 
 // RedeployRequest is the body of POST /api/deployments/redeploy.
