@@ -55,12 +55,8 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err := rt.requireScope(c, req.ScopeID); err != nil {
 		return nil, err
 	}
-	// The agent's storage bound, then the attachments' content, kept apart from history rows.
 	size := entrySize(&models.Message{Content: in.text, Parts: in.parts})
 	if err := rt.checkAgentStorage(ctx, size); err != nil {
-		return nil, err
-	}
-	if in.kept, err = rt.storeParts(ctx, in.parts); err != nil {
 		return nil, err
 	}
 	// 2, 3. Resolve the session and take its turn lock.
@@ -69,11 +65,25 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 		return nil, err
 	}
 	t := &turn{rt: rt, l: l, id: l.id, release: release, queue: loop.NewQueue()}
-	if err := t.setup(req, in); err != nil {
+	// The session's bound first: a refused message stores nothing, attachments included.
+	l.mu.Lock()
+	err = rt.checkSessionStorage(l.s, size)
+	l.mu.Unlock()
+	if err != nil {
 		t.abandon()
 		return nil, err
 	}
-	if t.history, err = rt.loadParts(ctx, t.history); err != nil {
+	// The attachments' content goes to the session's blobs, apart from its history rows.
+	if in.kept, err = rt.storeParts(ctx, t.id, in.parts); err != nil {
+		t.abandon()
+		return nil, err
+	}
+	if err := t.setup(req, in); err != nil {
+		t.dropUnstored(ctx, in)
+		t.abandon()
+		return nil, err
+	}
+	if t.history, err = rt.loadParts(ctx, t.id, t.history); err != nil {
 		t.abandon()
 		return nil, err
 	}
@@ -256,6 +266,19 @@ func (t *turn) setup(req *chatRequest, in *input) error {
 	s.Messages = append(s.Messages, sessions.Entry{Message: kept, At: now})
 	s.StoredBytes += entrySize(&kept)
 	return nil
+}
+
+// dropUnstored removes the attachments a refused message stored for a session that was never
+// stored: nothing else will reference them. (A stored session's are dropped with it.)
+func (t *turn) dropUnstored(ctx context.Context, in *input) {
+	t.l.mu.Lock()
+	unstored := !t.l.persisted && len(t.l.s.Messages) == 0
+	t.l.mu.Unlock()
+	if unstored && len(in.kept) > 0 {
+		if err := t.rt.blobs.Drop(ctx, t.id); err != nil {
+			t.rt.log.WarnContext(ctx, "drop the attachments of a refused message", "session", t.id, "err", err)
+		}
+	}
 }
 
 // abandon undoes setup for a turn that never ran.

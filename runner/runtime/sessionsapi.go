@@ -321,6 +321,10 @@ func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *call
 			return err
 		}
 	}
+	// The session's attachments go with it. A failure leaves them behind, outside any bound: log it.
+	if err := rt.blobs.Drop(r.Context(), id); err != nil {
+		rt.log.ErrorContext(r.Context(), "delete the attachments of a deleted session", "session", id, "err", err)
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -115,14 +115,14 @@ func entrySize(m *models.Message) int64 {
 
 // storeParts puts the content of parts into the blob store and returns them as history keeps
 // them: with a Ref and Size, without Data. The parts themselves keep their Data for this turn.
-func (rt *Runtime) storeParts(ctx context.Context, parts []models.Part) ([]models.Part, error) {
+func (rt *Runtime) storeParts(ctx context.Context, session string, parts []models.Part) ([]models.Part, error) {
 	if len(parts) == 0 {
 		return nil, nil
 	}
 	kept := make([]models.Part, len(parts))
 	for i, p := range parts {
 		ref := sessions.BlobRef(p.Data)
-		if err := rt.blobs.Put(ctx, ref, p.Data); err != nil {
+		if err := rt.blobs.Put(ctx, session, ref, p.Data); err != nil {
 			return nil, fmt.Errorf("store attachment %s: %w", p.Filename, err)
 		}
 		rt.cacheBlob(ref, p.Data)
@@ -133,7 +133,7 @@ func (rt *Runtime) storeParts(ctx context.Context, parts []models.Part) ([]model
 
 // loadParts returns history with the content of every referenced attachment read back, for the
 // model; messages without references are shared as they are.
-func (rt *Runtime) loadParts(ctx context.Context, history []models.Message) ([]models.Message, error) {
+func (rt *Runtime) loadParts(ctx context.Context, session string, history []models.Message) ([]models.Message, error) {
 	for i := range history {
 		m := &history[i]
 		if !needsContent(m.Parts) {
@@ -145,7 +145,7 @@ func (rt *Runtime) loadParts(ctx context.Context, history []models.Message) ([]m
 				data, ok := rt.blobCache.Get(p.Ref)
 				if !ok {
 					var err error
-					if data, err = rt.blobs.Get(ctx, p.Ref); err != nil {
+					if data, err = rt.blobs.Get(ctx, session, p.Ref); err != nil {
 						return nil, fmt.Errorf("read attachment %s of the history: %w", p.Filename, err)
 					}
 					rt.cacheBlob(p.Ref, data)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -92,7 +93,7 @@ func TestAttachmentsAreKeptByReference(t *testing.T) {
 	if r := e.do("POST", "/chat/sync", "", map[string]any{"message": "read", "session_id": "s1", "attachments": att}); r.Status != 200 {
 		t.Fatalf("chat = %d %s", r.Status, r.Body)
 	}
-	if got, err := blobs.Get(context.Background(), sessions.BlobRef([]byte(content))); err != nil || string(got) != content {
+	if got, err := blobs.Get(context.Background(), "s1", sessions.BlobRef([]byte(content))); err != nil || string(got) != content {
 		t.Fatalf("blob store = %q, %v", got, err)
 	}
 	s, err := store.Load(context.Background(), "s1")
@@ -118,6 +119,30 @@ func TestAttachmentsAreKeptByReference(t *testing.T) {
 	atts := msgs[0].(map[string]any)["attachments"].([]any)
 	if size := atts[0].(map[string]any)["size"]; size != float64(len(content)) {
 		t.Errorf("history detail gives the attachment size %v, want %d", size, len(content))
+	}
+	// Deleting the session deletes its attachments.
+	if r := e.do("DELETE", "/sessions/history/s1", "", nil); r.Status != 204 {
+		t.Fatalf("delete = %d %s", r.Status, r.Body)
+	}
+	if _, err := blobs.Get(context.Background(), "s1", sessions.BlobRef([]byte(content))); !errors.Is(err, sessions.ErrBlobNotFound) {
+		t.Errorf("the attachment outlived its session: %v", err)
+	}
+}
+
+// TestRefusedAttachmentsAreNotKept: an attachment on a message over the session's bound is not
+// stored, so refused messages cannot fill the disk.
+func TestRefusedAttachmentsAreNotKept(t *testing.T) {
+	blobs := &memstore.Blobs{}
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Blobs: blobs, Storage: runtime.StorageLimits{SessionBytes: 1000, AgentBytes: -1}})
+	content := strings.Repeat("z", 2000)
+	att := []map[string]string{{"mimeType": "text/plain", "data": base64.StdEncoding.EncodeToString([]byte(content))}}
+	for _, session := range []string{"fresh", "fresh"} {
+		if r := e.do("POST", "/chat/sync", "", map[string]any{"message": "x", "session_id": session, "attachments": att}); r.Status != 413 {
+			t.Fatalf("a 2,000-byte attachment into a 1,000-byte session = %d %s", r.Status, r.Body)
+		}
+	}
+	if _, err := blobs.Get(context.Background(), "fresh", sessions.BlobRef([]byte(content))); !errors.Is(err, sessions.ErrBlobNotFound) {
+		t.Errorf("a refused attachment was stored: %v", err)
 	}
 }
 

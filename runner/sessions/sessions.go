@@ -170,13 +170,18 @@ type Sizer interface {
 // ErrBlobNotFound is returned by Blobs.Get for content that was never put.
 var ErrBlobNotFound = errors.New("sessions: attachment content not found")
 
-// Blobs keeps the content of attachments apart from history rows, once per content: history
-// parts carry only a Ref. Implementations are safe for concurrent use.
+// Blobs keeps the content of attachments apart from history rows, once per content and session:
+// history parts carry only a Ref. Content belongs to its session and goes with it (Drop), so
+// what is stored stays within the sessions' storage bounds. Implementations are safe for
+// concurrent use.
 type Blobs interface {
-	// Put stores data under ref, which must be BlobRef(data); storing it again changes nothing.
-	Put(ctx context.Context, ref string, data []byte) error
-	// Get returns the content stored under ref, or ErrBlobNotFound.
-	Get(ctx context.Context, ref string) ([]byte, error)
+	// Put stores data for session under ref, which must be BlobRef(data); storing it again
+	// changes nothing.
+	Put(ctx context.Context, session, ref string, data []byte) error
+	// Get returns the content stored for session under ref, or ErrBlobNotFound.
+	Get(ctx context.Context, session, ref string) ([]byte, error)
+	// Drop removes every content stored for session; a session with none is not an error.
+	Drop(ctx context.Context, session string) error
 }
 
 // BlobRef is the reference of content: "sha256:" and its hex SHA-256.

@@ -9,37 +9,50 @@ import (
 )
 
 // Blobs is an in-memory sessions.Blobs, for svc dev and tests: content lives as long as the
-// process. The zero value is ready to use.
+// process, or until its session is dropped. The zero value is ready to use.
 type Blobs struct {
-	mu    sync.RWMutex
-	blobs map[string][]byte
+	mu       sync.RWMutex
+	sessions map[string]map[string][]byte // session → ref → content
 }
 
 var _ sessions.Blobs = (*Blobs)(nil)
 
 // Put implements sessions.Blobs.
-func (b *Blobs) Put(_ context.Context, ref string, data []byte) error {
+func (b *Blobs) Put(_ context.Context, session, ref string, data []byte) error {
 	if got := sessions.BlobRef(data); got != ref {
 		return fmt.Errorf("memstore: put attachment: ref %s is not the content's (%s)", ref, got)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.blobs == nil {
-		b.blobs = map[string][]byte{}
+	if b.sessions == nil {
+		b.sessions = map[string]map[string][]byte{}
 	}
-	if _, ok := b.blobs[ref]; !ok {
-		b.blobs[ref] = data
+	refs := b.sessions[session]
+	if refs == nil {
+		refs = map[string][]byte{}
+		b.sessions[session] = refs
+	}
+	if _, ok := refs[ref]; !ok {
+		refs[ref] = data
 	}
 	return nil
 }
 
 // Get implements sessions.Blobs. The returned slice is shared and must not be changed.
-func (b *Blobs) Get(_ context.Context, ref string) ([]byte, error) {
+func (b *Blobs) Get(_ context.Context, session, ref string) ([]byte, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	data, ok := b.blobs[ref]
+	data, ok := b.sessions[session][ref]
 	if !ok {
 		return nil, sessions.ErrBlobNotFound
 	}
 	return data, nil
+}
+
+// Drop implements sessions.Blobs.
+func (b *Blobs) Drop(_ context.Context, session string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.sessions, session)
+	return nil
 }

@@ -1,11 +1,15 @@
 // Package objblobs keeps attachment content in the platform's object store, one object per
-// content under attachments/<agent id>/<hex sha256>, so that history rows hold references only
-// and the same file sent twice is stored once.
+// content and session under attachments/<agent id>/<session folder>/<hex sha256>, so that history
+// rows hold references only, the same file sent twice in a session is stored once, and deleting a
+// session deletes its files. The session folder is the first 32 hex digits of the SHA-256 of the
+// session id: a client-chosen id may hold characters an object key may not.
 package objblobs
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,17 +35,22 @@ func New(objects registry.Objects, agentID string) *Blobs {
 	return &Blobs{objects: objects, prefix: "attachments/" + agentID + "/"}
 }
 
-func (b *Blobs) key(ref string) (string, error) {
+func (b *Blobs) folder(session string) string {
+	sum := sha256.Sum256([]byte(session))
+	return b.prefix + hex.EncodeToString(sum[:16]) + "/"
+}
+
+func (b *Blobs) key(session, ref string) (string, error) {
 	hexSum, ok := strings.CutPrefix(ref, "sha256:")
 	if !ok || len(hexSum) != 64 || strings.Trim(hexSum, "0123456789abcdef") != "" {
 		return "", fmt.Errorf("objblobs: invalid ref %q", ref)
 	}
-	return b.prefix + hexSum, nil
+	return b.folder(session) + hexSum, nil
 }
 
 // Put implements sessions.Blobs: content already stored is not written again.
-func (b *Blobs) Put(ctx context.Context, ref string, data []byte) error {
-	key, err := b.key(ref)
+func (b *Blobs) Put(ctx context.Context, session, ref string, data []byte) error {
+	key, err := b.key(session, ref)
 	if err != nil {
 		return err
 	}
@@ -60,8 +69,8 @@ func (b *Blobs) Put(ctx context.Context, ref string, data []byte) error {
 }
 
 // Get implements sessions.Blobs.
-func (b *Blobs) Get(ctx context.Context, ref string) ([]byte, error) {
-	key, err := b.key(ref)
+func (b *Blobs) Get(ctx context.Context, session, ref string) ([]byte, error) {
+	key, err := b.key(session, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -81,4 +90,18 @@ func (b *Blobs) Get(ctx context.Context, ref string) ([]byte, error) {
 		return nil, fmt.Errorf("objblobs: %s does not hold the content of %s", key, ref)
 	}
 	return data, nil
+}
+
+// Drop implements sessions.Blobs: it deletes every object of the session's folder.
+func (b *Blobs) Drop(ctx context.Context, session string) error {
+	infos, err := b.objects.List(ctx, b.folder(session))
+	if err != nil {
+		return fmt.Errorf("objblobs: list the attachments of a session: %w", err)
+	}
+	for _, info := range infos {
+		if err := b.objects.Delete(ctx, info.Key); err != nil {
+			return fmt.Errorf("objblobs: delete %s: %w", info.Key, err)
+		}
+	}
+	return nil
 }

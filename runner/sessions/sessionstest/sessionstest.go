@@ -346,20 +346,38 @@ func RunBlobs(t *testing.T, newBlobs func(t *testing.T) sessions.Blobs) {
 	b := newBlobs(t)
 	data := []byte("the content of an attachment")
 	ref := sessions.BlobRef(data)
-	if _, err := b.Get(ctx, ref); !errors.Is(err, sessions.ErrBlobNotFound) {
+	if _, err := b.Get(ctx, "s1", ref); !errors.Is(err, sessions.ErrBlobNotFound) {
 		t.Fatalf("Get before Put = %v, want ErrBlobNotFound", err)
 	}
-	if err := b.Put(ctx, ref, data); err != nil {
-		t.Fatal(err)
+	// Client-chosen session ids may hold characters an object key may not.
+	for _, session := range []string{"s1", "..", "a:b.c"} {
+		if err := b.Put(ctx, session, ref, data); err != nil {
+			t.Fatalf("Put(%q) = %v", session, err)
+		}
 	}
-	if err := b.Put(ctx, ref, data); err != nil {
+	if err := b.Put(ctx, "s1", ref, data); err != nil {
 		t.Fatalf("Put again = %v, want nil (stored once)", err)
 	}
-	got, err := b.Get(ctx, ref)
-	if err != nil || string(got) != string(data) {
+	if got, err := b.Get(ctx, "s1", ref); err != nil || string(got) != string(data) {
 		t.Fatalf("Get = %q, %v", got, err)
 	}
-	if err := b.Put(ctx, sessions.BlobRef([]byte("other")), data); err == nil {
+	if _, err := b.Get(ctx, "s2", ref); !errors.Is(err, sessions.ErrBlobNotFound) {
+		t.Errorf("Get of another session's content = %v, want ErrBlobNotFound", err)
+	}
+	if err := b.Put(ctx, "s1", sessions.BlobRef([]byte("other")), data); err == nil {
 		t.Error("Put under another content's ref succeeded")
+	}
+	// Drop removes a session's content and nothing else.
+	if err := b.Drop(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, "s1", ref); !errors.Is(err, sessions.ErrBlobNotFound) {
+		t.Errorf("Get after Drop = %v, want ErrBlobNotFound", err)
+	}
+	if got, err := b.Get(ctx, "..", ref); err != nil || string(got) != string(data) {
+		t.Errorf("Drop of s1 touched another session: %q, %v", got, err)
+	}
+	if err := b.Drop(ctx, "never"); err != nil {
+		t.Errorf("Drop of a session without content = %v", err)
 	}
 }
