@@ -838,27 +838,28 @@ func (ch *chatter) interactive(ctx context.Context, in io.Reader) error {
 	if prompt {
 		fmt.Fprintf(ch.errOut, "Chatting with %s at %s. /new starts a new session, /exit leaves.\n", ch.agent.Slug, ch.url)
 	}
-	lines := make(chan string)
-	readErr := make(chan error, 1)
-	stop := make(chan struct{})
+	// The reader reads a line only when asked: a /exit finds it waiting for the next request, not
+	// blocked in a read of the terminal, so it ends at once.
+	type read struct {
+		line string
+		err  error
+		eof  bool
+	}
+	asks, lines := make(chan struct{}), make(chan read)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(lines)
+	wg.Go(func() {
 		sc := bufio.NewScanner(in)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-stop:
+		for range asks {
+			if !sc.Scan() {
+				lines <- read{err: sc.Err(), eof: true}
 				return
 			}
+			lines <- read{line: sc.Text()}
 		}
-		readErr <- sc.Err()
-	}()
+	})
 	finish := func(err error) error {
-		close(stop)
+		close(asks)
 		wg.Wait()
 		return err
 	}
@@ -866,19 +867,21 @@ func (ch *chatter) interactive(ctx context.Context, in io.Reader) error {
 		if prompt {
 			fmt.Fprint(ch.out, "> ")
 		}
+		asks <- struct{}{}
 		var line string
 		select {
 		case <-ctx.Done():
+			// The reader is blocked in a read it cannot be pulled out of; it ends with the process.
 			fmt.Fprintln(ch.out)
 			return nil
-		case l, ok := <-lines:
-			if !ok {
-				if err := <-readErr; err != nil {
-					return finish(fmt.Errorf("read stdin: %w", err))
+		case r := <-lines:
+			if r.eof {
+				if r.err != nil {
+					return finish(fmt.Errorf("read stdin: %w", r.err))
 				}
 				return finish(nil)
 			}
-			line = strings.TrimSpace(l)
+			line = strings.TrimSpace(r.line)
 		}
 		switch line {
 		case "":

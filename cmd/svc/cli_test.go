@@ -598,3 +598,25 @@ func TestStepWriter(t *testing.T) {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
 }
+
+// TestChatExitThroughAPipe: /exit leaves at once, with standard input still open (a terminal
+// that has not been closed), instead of waiting for another line.
+func TestChatExitThroughAPipe(t *testing.T) {
+	p := clienttest.New(t)
+	p.AddAgent("hello", client.DeploySettings{})
+	in, typed := io.Pipe()
+	defer typed.Close()
+	go func() {
+		_, _ = io.WriteString(typed, "one\n/exit\n") // and nothing more: the writer stays open
+	}()
+	done := make(chan cliResult, 1)
+	go func() { done <- runCLIWith(context.Background(), t, p, in, "chat", "--agent", "hello") }()
+	select {
+	case res := <-done:
+		if res.err != nil || res.stdout != "echo: one\n" {
+			t.Errorf("chat = %q, %v", res.stdout, res.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("svc chat did not leave on /exit while its input stayed open")
+	}
+}
