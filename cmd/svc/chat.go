@@ -1,0 +1,357 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"svc/client"
+)
+
+func chatCommand() *cobra.Command {
+	var r remote
+	var ch chatter
+	var appsDomain, deployID, runtimeURL string
+	var ctxPairs []string
+	cmd := &cobra.Command{
+		Use:   "chat [AGENT]",
+		Short: "Chat with a deployed agent in the terminal (or send one --message)",
+		Long: "chat mints a runtime token, then sends each line read from stdin to the agent's persistent URL\n" +
+			"(or, with --deployment, its pinned URL) and streams the answer: text as it comes, tool calls as\n" +
+			"'→ tool {params}' and '← result' lines, warnings on stderr. The session continues between\n" +
+			"messages; /new starts another, /exit leaves. With --message it sends one message and exits,\n" +
+			"non-zero when the agent answered with an error.",
+		Args:         cobra.MaximumNArgs(1),
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			var positional string
+			if len(args) == 1 {
+				positional = args[0]
+			}
+			ctxMap, err := parseContext(ctxPairs)
+			if err != nil {
+				return err
+			}
+			ch.out, ch.errOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if runtimeURL != "" {
+				// Straight to a runtime (svc dev): its AUTH_TOKEN, if any, is the bearer; no platform.
+				if _, err := client.ParseBaseURL(runtimeURL); err != nil {
+					return fmt.Errorf("--runtime %q: want http(s)://host[:port]", runtimeURL)
+				}
+				ch.c, ch.agent, ch.url, ch.ctx = client.New(runtimeURL, "", nil), client.Agent{Slug: runtimeURL}, runtimeURL, ctxMap
+				ch.token, ch.direct = os.Getenv("AUTH_TOKEN"), true
+				if cmd.Flags().Changed("message") {
+					return ch.oneShot(ctx)
+				}
+				return ch.interactive(ctx, cmd.InOrStdin())
+			}
+			c, a, err := r.resolve(ctx, positional)
+			if err != nil {
+				return err
+			}
+			agentURL, err := agentURL(r.url, a.Slug, deployID, appsDomain)
+			if err != nil {
+				return err
+			}
+			ch.c, ch.agent, ch.url, ch.ctx = c, a, agentURL, ctxMap
+			ch.out, ch.errOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := ch.mint(ctx); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("message") {
+				return ch.oneShot(ctx)
+			}
+			return ch.interactive(ctx, cmd.InOrStdin())
+		},
+	}
+	r.bind(cmd, true)
+	fs := cmd.Flags()
+	fs.StringVar(&appsDomain, "apps-domain", envOr("SVC_APPS_DOMAIN", "apps.localhost"), "domain whose subdomains serve agents (env SVC_APPS_DOMAIN)")
+	fs.StringVarP(&ch.message, "message", "m", "", "send this one message, print the answer and exit")
+	fs.StringVar(&ch.session, "session", "", "continue this session")
+	fs.StringVar(&ch.named, "named-agent", "", "named agent under agents/ to talk to")
+	fs.StringVar(&deployID, "deployment", "", "talk to this deployment's pinned URL instead of the persistent one")
+	fs.StringArrayVar(&ctxPairs, "context", nil, "KEY=VALUE for the request's context (repeatable)")
+	fs.StringVar(&runtimeURL, "runtime", "", "talk straight to an agent runtime at this URL (svc dev: http://127.0.0.1:3847), with AUTH_TOKEN as its bearer; no platform")
+	return cmd
+}
+
+// parseContext turns KEY=VALUE pairs into a map.
+func parseContext(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--context %q: want KEY=VALUE", p)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// agentURL returns the agent's URL: <slug>.<appsDomain> (or <deployId>--<slug>.<appsDomain>) with
+// the scheme and port of the platform URL, which serves agents on the same listener (CONTRACT §2).
+func agentURL(platformURL, slug, deployID, appsDomain string) (string, error) {
+	u, err := url.Parse(platformURL)
+	if err != nil {
+		return "", fmt.Errorf("setting SVC_URL (--url) = %q: %w", platformURL, err)
+	}
+	appsDomain = strings.ToLower(strings.Trim(strings.TrimSpace(appsDomain), "."))
+	if appsDomain == "" || strings.ContainsAny(appsDomain, "/: ") {
+		return "", fmt.Errorf("setting SVC_APPS_DOMAIN (--apps-domain) = %q: want a domain name", appsDomain)
+	}
+	if slug == "" {
+		return "", errors.New("the agent has no slug, so it has no URL")
+	}
+	host := slug + "." + appsDomain
+	if deployID != "" {
+		host = strings.ToLower(deployID) + "--" + host
+	}
+	if p := u.Port(); p != "" {
+		host += ":" + p
+	}
+	return u.Scheme + "://" + host, nil
+}
+
+// chatter runs the chat command's turns.
+type chatter struct {
+	c                       *client.Client
+	agent                   client.Agent
+	url, token              string
+	ctx                     map[string]string
+	message, session, named string
+	out, errOut             io.Writer
+	direct                  bool // talking to a runtime without the platform: no token to mint
+}
+
+// mint gets a new runtime token.
+func (ch *chatter) mint(ctx context.Context) error {
+	t, err := ch.c.MintRuntimeToken(ctx, ch.agent.AgentID, client.TokenRequest{})
+	if err != nil {
+		return explain(err)
+	}
+	ch.token = t.Token
+	return nil
+}
+
+func (ch *chatter) oneShot(ctx context.Context) error {
+	failed, err := ch.turn(ctx, ch.message)
+	if err != nil {
+		return err
+	}
+	if failed {
+		return exitError{code: 1}
+	}
+	return nil
+}
+
+// interactive sends each line of in as a message until /exit, the end of in, or ctx's end (Ctrl-C,
+// which leaves quietly). Lines are read by a goroutine so that Ctrl-C works while it waits for
+// input; it is waited for on every return except ctx's end, when it may be blocked reading a
+// terminal that nothing can interrupt (the process exits right after).
+func (ch *chatter) interactive(ctx context.Context, in io.Reader) error {
+	prompt := isTerminal(in)
+	if prompt {
+		fmt.Fprintf(ch.errOut, "Chatting with %s at %s. /new starts a new session, /exit leaves.\n", ch.agent.Slug, ch.url)
+	}
+	// The reader reads a line only when asked: a /exit finds it waiting for the next request, not
+	// blocked in a read of the terminal, so it ends at once.
+	type read struct {
+		line string
+		err  error
+		eof  bool
+	}
+	asks, lines := make(chan struct{}), make(chan read)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for range asks {
+			if !sc.Scan() {
+				lines <- read{err: sc.Err(), eof: true}
+				return
+			}
+			lines <- read{line: sc.Text()}
+		}
+	})
+	finish := func(err error) error {
+		close(asks)
+		wg.Wait()
+		return err
+	}
+	for {
+		if prompt {
+			fmt.Fprint(ch.out, "> ")
+		}
+		asks <- struct{}{}
+		var line string
+		select {
+		case <-ctx.Done():
+			// The reader is blocked in a read it cannot be pulled out of; it ends with the process.
+			fmt.Fprintln(ch.out)
+			return nil
+		case r := <-lines:
+			if r.eof {
+				if r.err != nil {
+					return finish(fmt.Errorf("read stdin: %w", r.err))
+				}
+				return finish(nil)
+			}
+			line = strings.TrimSpace(r.line)
+		}
+		switch line {
+		case "":
+			continue
+		case "/exit", "/quit":
+			return finish(nil)
+		case "/new":
+			ch.session = ""
+			fmt.Fprintln(ch.errOut, "(new session)")
+			continue
+		}
+		if _, err := ch.turn(ctx, line); err != nil {
+			if ctx.Err() != nil {
+				fmt.Fprintln(ch.out)
+				return nil
+			}
+			fmt.Fprintln(ch.errOut, "error:", err)
+		}
+	}
+}
+
+// isTerminal reports whether r is a character device (an interactive terminal).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// turn sends one message and renders the answer. failed reports an error frame or a done with
+// reason error. An expired runtime token is minted again once.
+func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err error) {
+	req := client.ChatRequest{Message: message, SessionID: ch.session, Context: ch.ctx, Agent: ch.named}
+	for attempt := 0; ; attempt++ {
+		rd := &chatRenderer{out: ch.out, errOut: ch.errOut, atLineStart: true}
+		err = ch.c.ChatStream(ctx, ch.url, ch.token, req, rd.frame)
+		if rd.session != "" {
+			ch.session = rd.session
+		}
+		var e *client.Error
+		if attempt == 0 && !ch.direct && errors.As(err, &e) && e.Status == http.StatusUnauthorized {
+			if err := ch.mint(ctx); err != nil {
+				return false, err
+			}
+			continue
+		}
+		rd.endLine()
+		if err != nil {
+			return false, err // a runtime's refusal: the platform token's advice of explain does not apply
+		}
+		return rd.failed, rd.werr
+	}
+}
+
+// chatRenderer prints a turn's frames.
+type chatRenderer struct {
+	out, errOut io.Writer
+	atLineStart bool
+	session     string
+	failed      bool
+	werr        error // the first error writing to out
+}
+
+// maxResultShown bounds how much of a tool result is printed.
+const maxResultShown = 300
+
+func (r *chatRenderer) print(s string) {
+	if r.werr != nil || s == "" {
+		return
+	}
+	_, r.werr = io.WriteString(r.out, s)
+	r.atLineStart = strings.HasSuffix(s, "\n")
+}
+
+func (r *chatRenderer) endLine() {
+	if !r.atLineStart {
+		r.print("\n")
+	}
+}
+
+func (r *chatRenderer) frame(f client.Frame) error {
+	switch f.Type {
+	case client.FrameInit:
+		r.session = f.SessionID
+	case client.FrameTextDelta:
+		r.print(f.Content)
+	case client.FrameToolCallStart:
+		r.endLine()
+		r.print("→ " + f.ToolName + " " + compactJSON(f.Parameters, "{}") + "\n")
+	case client.FrameToolCallResult:
+		r.endLine()
+		shown := compactJSON(f.Result, "")
+		if shown == "" {
+			shown = f.Content
+		}
+		if f.Status == "error" {
+			shown = "error: " + f.Error
+		}
+		r.print("← " + clip(shown, maxResultShown) + "\n")
+	case client.FrameWarning:
+		r.endLine()
+		fmt.Fprintln(r.errOut, "warning:", f.Message)
+	case client.FrameError:
+		r.endLine()
+		r.failed = true
+		fmt.Fprintln(r.errOut, "error:", f.Message)
+	case client.FrameDone:
+		r.endLine()
+		switch f.Reason {
+		case "", "model_stop":
+		case "error":
+			r.failed = true
+			fmt.Fprintln(r.errOut, "(turn ended: error)")
+		default:
+			fmt.Fprintf(r.errOut, "(turn ended: %s)\n", f.Reason)
+		}
+	}
+	return r.werr
+}
+
+// compactJSON renders raw on one line, or def when it is empty or not JSON.
+func compactJSON(raw json.RawMessage, def string) string {
+	if len(raw) == 0 {
+		return def
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return def
+	}
+	return buf.String()
+}
+
+// clip cuts s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
