@@ -1,12 +1,13 @@
-// Package workers runs svc's background jobs (builds, promote copies, evals, durable wake-ups)
-// through one small Queue interface with two implementations:
+// Package workers runs svc's background jobs through one small Queue interface with two
+// implementations. Today the one task is the build (TaskBuild, handled by Pipeline); evals and
+// durable wake-ups are to come as tasks of their own.
 //
 //   - workers/asynqqueue: asynq on Redis, for the scale-out `svc worker` role, where any worker
 //     process may die and another carries on;
 //   - workers/dbqueue: jobs as rows of the database (SQLite or Postgres), for `svc up`, so the
 //     embedded platform needs no Redis and a restart loses no job.
 //
-// Why one interface: the handlers (a build, a promote copy) must not know which queue carries them,
+// Why one interface: the handlers must not know which queue carries them,
 // and the guarantees they rely on must be the same on both. Those guarantees are written once, on
 // Queue, and checked once, by the conformance suite in workers/queuetest, which both
 // implementations run: at-least-once delivery, dedupe by task ID, exponential retry with a cap,
@@ -17,6 +18,7 @@
 // its worker died, after a lease was lost, or when the failure bookkeeping itself failed.
 //
 // What lives here: Task, Handler, ServeMux (routing by task type, with panic recovery), the
-// enqueue options, the shared backoff (RetryDelay) and the sentinel errors. Implementations live in
+// enqueue options, the shared backoff (RetryDelay), the sentinel errors, and for now the build
+// pipeline (Pipeline: the push and redeploy policy and the build task). Implementations live in
 // sub-packages named for their backend; the choice between them is made in cmd/svc.
 package workers
