@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,10 @@ var forbidden = map[string][]string{
 	"client":     {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
 }
 
+// noDatabase lists the folders whose code reaches the database only through registry's stores:
+// they must not import gorm themselves.
+var noDatabase = []string{"api", "webhook"}
+
 func TestImportBoundaries(t *testing.T) {
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -43,6 +48,9 @@ func TestImportBoundaries(t *testing.T) {
 		}
 		for _, imp := range f.Imports {
 			p := strings.Trim(imp.Path.Value, `"`)
+			if slices.Contains(noDatabase, top) && strings.HasPrefix(p, "gorm.io/") {
+				t.Errorf("%s imports %s: %s reaches the database through registry's stores only", path, p, top)
+			}
 			for _, b := range banned {
 				if p == "svc/"+b || strings.HasPrefix(p, "svc/"+b+"/") {
 					t.Errorf("%s imports %s: %s must not depend on %s (DESIGN.md)", path, p, top, b)

@@ -11,22 +11,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"gorm.io/gorm"
 
 	"svc/auth"
 	"svc/registry"
-	"svc/webhook"
 	"svc/workers"
 )
 
 // DefaultAppsDomain is the apps domain when Deps.AppsDomain is empty (CONTRACT §1).
 const DefaultAppsDomain = "apps.localhost"
 
-// Deps are what the platform API runs on. DB, Objects, Tokens, APIKeys, Signer and SecretKey are
-// required; the rest have documented defaults.
+// Deps are what the platform API runs on. Stores, Objects, Tokens, APIKeys, Signer and Pipeline
+// are required; the rest have documented defaults.
 type Deps struct {
-	// DB is the migrated database (package migrations).
-	DB *gorm.DB
+	// Stores are the registry's stores (registry.NewStores), built once by the caller.
+	Stores *registry.Stores
 	// Objects stores source version archives; it is wrapped with registry.Checked.
 	Objects registry.Objects
 	// Tokens authenticates pk_ automation tokens and stores new ones.
@@ -35,8 +33,6 @@ type Deps struct {
 	APIKeys *auth.APIKeys
 	// Signer mints runtime tokens.
 	Signer *auth.Signer
-	// SecretKey is the 32-byte AES-256 key that seals secrets and webhook secrets at rest.
-	SecretKey []byte
 	// AppsDomain is the domain agent URLs live under: "apps.localhost" when empty. It may carry a
 	// port ("apps.localhost:8080"), which then appears in the URLs the API answers with. URLs
 	// use http for localhost domains and https otherwise.
@@ -115,18 +111,14 @@ type Route struct {
 // New builds the API over deps and registers every route of the route table.
 func New(deps Deps) (*API, error) {
 	switch {
-	case deps.DB == nil:
-		return nil, errors.New("api: Deps.DB is required")
+	case deps.Stores == nil:
+		return nil, errors.New("api: Deps.Stores is required")
 	case deps.Objects == nil:
 		return nil, errors.New("api: Deps.Objects is required")
 	case deps.Pipeline == nil:
 		return nil, errors.New("api: Deps.Pipeline is required")
 	case deps.Tokens == nil || deps.APIKeys == nil || deps.Signer == nil:
 		return nil, errors.New("api: Deps.Tokens, Deps.APIKeys and Deps.Signer are required")
-	}
-	cipher, err := registry.NewCipher(deps.SecretKey)
-	if err != nil {
-		return nil, fmt.Errorf("api: Deps.SecretKey: %w", err)
 	}
 	if deps.AppsDomain == "" {
 		deps.AppsDomain = DefaultAppsDomain
@@ -137,14 +129,14 @@ func New(deps Deps) (*API, error) {
 	deps.Objects = registry.Checked(deps.Objects)
 	a := &API{
 		deps:           deps,
-		agents:         registry.NewAgents(deps.DB),
-		sources:        registry.NewSources(deps.DB, cipher, webhook.NormalizeRepoURL),
-		settings:       registry.NewSettings(deps.DB),
-		secrets:        registry.NewSecrets(deps.DB, cipher),
-		sourceVersions: registry.NewSourceVersions(deps.DB, deps.Objects),
-		commitStatuses: registry.NewCommitStatuses(deps.DB),
-		deployments:    deps.Pipeline.Deployments,
-		buildLogStore:  deps.Pipeline.Logs,
+		agents:         deps.Stores.Agents,
+		sources:        deps.Stores.Sources,
+		settings:       deps.Stores.Settings,
+		secrets:        deps.Stores.Secrets,
+		sourceVersions: deps.Stores.SourceVersions,
+		commitStatuses: deps.Stores.CommitStatuses,
+		deployments:    deps.Stores.Deployments,
+		buildLogStore:  deps.Stores.BuildLogs,
 	}
 	if err := a.setupMetrics(deps.Metrics); err != nil {
 		return nil, err

@@ -97,17 +97,15 @@ func TestNewValidatesDeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t, db)
-	good := api.Deps{DB: db, Objects: h.objects, Tokens: auth.NewTokens(db), APIKeys: auth.NewAPIKeys(db), Signer: signer, SecretKey: []byte(strings.Repeat("s", 32)), Pipeline: h.pipeline}
+	good := api.Deps{Stores: h.stores, Objects: h.objects, Tokens: auth.NewTokens(db), APIKeys: auth.NewAPIKeys(db), Signer: signer, Pipeline: h.pipeline}
 	if _, err := api.New(good); err != nil {
 		t.Fatalf("New(good deps) = %v", err)
 	}
 	for name, mod := range map[string]func(*api.Deps){
-		"no DB":         func(d *api.Deps) { d.DB = nil },
-		"no pipeline":   func(d *api.Deps) { d.Pipeline = nil },
-		"no objects":    func(d *api.Deps) { d.Objects = nil },
-		"no tokens":     func(d *api.Deps) { d.Tokens = nil },
-		"short key":     func(d *api.Deps) { d.SecretKey = d.SecretKey[:31] },
-		"no secret key": func(d *api.Deps) { d.SecretKey = nil },
+		"no stores":   func(d *api.Deps) { d.Stores = nil },
+		"no pipeline": func(d *api.Deps) { d.Pipeline = nil },
+		"no objects":  func(d *api.Deps) { d.Objects = nil },
+		"no tokens":   func(d *api.Deps) { d.Tokens = nil },
 	} {
 		d := good
 		mod(&d)

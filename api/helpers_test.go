@@ -24,20 +24,22 @@ import (
 	"svc/auth"
 	"svc/registry"
 	"svc/registry/fsobjects"
+	"svc/webhook"
 	"svc/workers"
 	"svc/workers/dbqueue"
 )
 
 // newPipeline is the build pipeline of the harness, its in-process queue running until t ends.
-func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey []byte) *workers.Pipeline {
+func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey []byte) (*workers.Pipeline, *registry.Stores) {
 	t.Helper()
 	cipher, err := registry.NewCipher(secretKey)
 	if err != nil {
 		t.Fatal(err)
 	}
+	stores := registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
 	p := &workers.Pipeline{
-		Deployments: registry.NewDeployments(db), Logs: registry.NewBuildLogs(db), Objects: objects,
-		Sources: workers.NewRegistrySources(db, cipher, objects),
+		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects,
+		Sources: workers.NewRegistrySources(stores),
 	}
 	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: p.OnFailure})
 	if err != nil {
@@ -54,7 +56,7 @@ func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey 
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return p
+	return p, stores
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -93,7 +95,8 @@ type harness struct {
 	mu     sync.Mutex
 	bodies []string
 
-	admin string // an unbound admin token
+	admin  string // an unbound admin token
+	stores *registry.Stores
 }
 
 func newHarness(t *testing.T, db *gorm.DB) *harness {
@@ -110,12 +113,12 @@ func newHarness(t *testing.T, db *gorm.DB) *harness {
 		t: t, db: db, tokens: auth.NewTokens(db), apiKeys: auth.NewAPIKeys(db), signer: signer,
 		objects: registry.Checked(objects), logs: &syncBuffer{}, metrics: prometheus.NewRegistry(),
 	}
-	h.pipeline = newPipeline(t, db, h.objects, bytes.Repeat([]byte("s"), 32))
+	h.pipeline, h.stores = newPipeline(t, db, h.objects, bytes.Repeat([]byte("s"), 32))
 	a, err := api.New(api.Deps{
-		DB: db, Objects: objects, Tokens: h.tokens, APIKeys: h.apiKeys, Signer: signer, Pipeline: h.pipeline,
-		SecretKey: bytes.Repeat([]byte("s"), 32), AppsDomain: "apps.localhost:8080",
-		Logger:  slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics: h.metrics,
+		Stores: h.stores, Objects: objects, Tokens: h.tokens, APIKeys: h.apiKeys, Signer: signer, Pipeline: h.pipeline,
+		AppsDomain: "apps.localhost:8080",
+		Logger:     slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics:    h.metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -19,11 +19,7 @@ type healthResponse struct {
 func (a *API) health(c *gin.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), healthTimeout)
 	defer cancel()
-	sqlDB, err := a.deps.DB.DB()
-	if err == nil {
-		err = sqlDB.PingContext(ctx)
-	}
-	if err != nil {
+	if err := a.deps.Stores.Ping(ctx); err != nil {
 		a.logger(ctx).WarnContext(ctx, "health check failed", "error", err.Error())
 		return Errorf(CodeUnavailable, "the database does not answer")
 	}

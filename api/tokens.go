@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
-	"gorm.io/gorm"
 
 	"svc/auth"
 	"svc/registry"
@@ -75,9 +74,8 @@ func (a *API) createToken(c *gin.Context) error {
 func (a *API) revokeToken(c *gin.Context) error {
 	id := c.Param("tokenId")
 	if p := principalOf(c); p.AgentID != "" {
-		var t auth.Token
-		err := a.deps.DB.WithContext(c.Request.Context()).Select("agent_id").Where("id = ?", id).Take(&t).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) || err == nil && t.AgentID != p.AgentID {
+		t, err := a.deps.Tokens.Get(c.Request.Context(), id)
+		if errors.Is(err, auth.ErrNotFound) || err == nil && t.AgentID != p.AgentID {
 			return Errorf(CodeNotFound, "token not found")
 		}
 		if err != nil {

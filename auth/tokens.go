@@ -104,6 +104,19 @@ func (s *Tokens) Count(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// Get returns the token with id (its hash, never a value), or ErrNotFound.
+func (s *Tokens) Get(ctx context.Context, id string) (Token, error) {
+	var t Token
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Token{}, ErrNotFound
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("get token: %w", err)
+	}
+	return t, nil
+}
+
 // Revoke stops a token from working at once. A missing token is ErrNotFound.
 func (s *Tokens) Revoke(ctx context.Context, id string) error {
 	now := time.Now().UTC()

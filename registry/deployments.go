@@ -578,6 +578,41 @@ func (s *Deployments) Promote(ctx context.Context, req PromoteRequest) (Deployme
 	return out, err
 }
 
+// ForHost returns the deployment an agent host name serves: with deployID, that deployment of
+// the agent with slug; without, the agent's active production deployment (one indexed query).
+// A missing agent is ErrAgentNotFound, a missing deployment ErrDeploymentNotFound, and an agent
+// with no active production deployment ErrNoActive.
+func (s *Deployments) ForHost(ctx context.Context, slug, deployID string) (Deployment, error) {
+	var d Deployment
+	q := s.db.WithContext(ctx).Table("deployments").Select("deployments.*").
+		Joins("JOIN agents ON agents.id = deployments.agent_id").Where("agents.slug = ?", slug)
+	if deployID != "" {
+		err := q.Where("deployments.id = ?", deployID).Take(&d).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return d, ErrDeploymentNotFound
+		}
+		if err != nil {
+			return d, fmt.Errorf("find deployment for host: %w", err)
+		}
+		return d, nil
+	}
+	err := q.Where("deployments.environment = ? AND deployments.is_active = ?", Production, true).Take(&d).Error
+	if err == nil {
+		return d, nil
+	}
+	if !errors.Is(err, gorm.ErrRecordNotFound) {
+		return d, fmt.Errorf("find active deployment for host: %w", err)
+	}
+	var n int64
+	if err := s.db.WithContext(ctx).Table("agents").Where("slug = ?", slug).Count(&n).Error; err != nil {
+		return d, fmt.Errorf("find agent for host: %w", err)
+	}
+	if n == 0 {
+		return d, ErrAgentNotFound
+	}
+	return d, ErrNoActive
+}
+
 // SetRuntimeError records why a runner could not load the deployment's bundle; message "" clears
 // it (a runner loaded it). It writes only when the recorded message changes.
 func (s *Deployments) SetRuntimeError(ctx context.Context, deployID, message string) error {

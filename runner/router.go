@@ -13,7 +13,6 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"gorm.io/gorm"
 
 	"svc/agent"
 	"svc/registry"
@@ -37,9 +36,17 @@ type RuntimeReporter interface {
 	SetRuntimeError(ctx context.Context, deployID, message string) error
 }
 
+// Resolver finds the deployment a host name serves (registry.Deployments implements it): with
+// deployID that deployment of the agent with slug, without it the agent's active production one.
+// It answers registry.ErrAgentNotFound, registry.ErrDeploymentNotFound or registry.ErrNoActive
+// when there is none.
+type Resolver interface {
+	ForHost(ctx context.Context, slug, deployID string) (registry.Deployment, error)
+}
+
 // Config holds the Router's dependencies. Zero sizes take the documented defaults.
 type Config struct {
-	DB         *gorm.DB
+	Resolver   Resolver
 	AppsDomain string // e.g. apps.localhost
 	LoadBundle BundleLoader
 	NewRuntime RuntimeFactory
@@ -72,8 +79,8 @@ type loadFailure struct {
 
 // NewRouter returns a router; Close releases its runtimes.
 func NewRouter(cfg Config) (*Router, error) {
-	if cfg.DB == nil || cfg.LoadBundle == nil || cfg.NewRuntime == nil || cfg.AppsDomain == "" {
-		return nil, errors.New("runner: router needs DB, AppsDomain, LoadBundle and NewRuntime")
+	if cfg.Resolver == nil || cfg.LoadBundle == nil || cfg.NewRuntime == nil || cfg.AppsDomain == "" {
+		return nil, errors.New("runner: router needs Resolver, AppsDomain, LoadBundle and NewRuntime")
 	}
 	if cfg.BundleCache <= 0 {
 		cfg.BundleCache = 64
@@ -151,9 +158,9 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "no agent is served at this host")
 		return
 	}
-	d, err := r.resolve(req.Context(), t)
+	d, err := r.cfg.Resolver.ForHost(req.Context(), t.Slug, t.DeployID)
 	switch {
-	case errors.Is(err, errNoAgent), errors.Is(err, registry.ErrDeploymentNotFound):
+	case errors.Is(err, registry.ErrAgentNotFound), errors.Is(err, registry.ErrDeploymentNotFound):
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "no agent or deployment is served at this host")
 		return
 	case errors.Is(err, registry.ErrNoActive):
@@ -178,34 +185,6 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	rt.ServeHTTP(w, req)
-}
-
-var errNoAgent = errors.New("runner: no such agent")
-
-// resolve reads the deployment a target names: one indexed query for the persistent name.
-func (r *Router) resolve(ctx context.Context, t Target) (registry.Deployment, error) {
-	var d registry.Deployment
-	q := r.cfg.DB.WithContext(ctx).Table("deployments").Select("deployments.*").
-		Joins("JOIN agents ON agents.id = deployments.agent_id").Where("agents.slug = ?", t.Slug)
-	if t.DeployID != "" {
-		err := q.Where("deployments.id = ?", t.DeployID).Take(&d).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return d, registry.ErrDeploymentNotFound
-		}
-		return d, err
-	}
-	err := q.Where("deployments.environment = ? AND deployments.is_active = ?", registry.Production, true).Take(&d).Error
-	if !errors.Is(err, gorm.ErrRecordNotFound) {
-		return d, err
-	}
-	var n int64
-	if err := r.cfg.DB.WithContext(ctx).Table("agents").Where("slug = ?", t.Slug).Count(&n).Error; err != nil {
-		return d, err
-	}
-	if n == 0 {
-		return d, errNoAgent
-	}
-	return d, registry.ErrNoActive
 }
 
 // runtime returns the deployment's runtime, loading its bundle on first use.

@@ -77,7 +77,7 @@ func TestRouterFollowsActivation(t *testing.T) {
 		}
 		var loads, closed atomic.Int32
 		router, err := runner.NewRouter(runner.Config{
-			DB: db, AppsDomain: "apps.localhost",
+			Resolver: deps, AppsDomain: "apps.localhost",
 			LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) {
 				loads.Add(1)
 				return &agent.Agent{}, nil
@@ -180,7 +180,7 @@ func TestRouterRecordsFailedLoads(t *testing.T) {
 	broken.Store(true)
 	var closed atomic.Int32
 	router, err := runner.NewRouter(runner.Config{
-		DB: db, AppsDomain: "apps.localhost", Reporter: deps, RetryAfter: 50 * time.Millisecond,
+		Resolver: deps, AppsDomain: "apps.localhost", Reporter: deps, RetryAfter: 50 * time.Millisecond,
 		LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) {
 			loads.Add(1)
 			if broken.Load() {

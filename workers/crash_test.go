@@ -68,9 +68,10 @@ func pipelineOn(db *gorm.DB, objects registry.Objects) *workers.Pipeline {
 	if err != nil {
 		panic(err)
 	}
+	stores := registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
 	return &workers.Pipeline{
-		Deployments: registry.NewDeployments(db), Logs: registry.NewBuildLogs(db), Objects: objects,
-		Sources: workers.NewRegistrySources(db, cipher, objects),
+		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects,
+		Sources: workers.NewRegistrySources(stores),
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"gorm.io/gorm"
-
 	"svc/registry"
 	"svc/webhook"
 )
@@ -73,12 +71,10 @@ func (r *RegistrySources) RecordPush(ctx context.Context, agentID string, p webh
 	return r.Pushes.Record(ctx, registry.Push{AgentID: agentID, Branch: p.Branch, CommitSHA: p.After, Pusher: p.Pusher, Message: p.HeadMessage})
 }
 
-// NewRegistrySources builds the registry's stores over db, sealing secrets with cipher and
-// reading source versions from objects.
-func NewRegistrySources(db *gorm.DB, cipher *registry.Cipher, objects registry.Objects) *RegistrySources {
+// NewRegistrySources answers from st.
+func NewRegistrySources(st *registry.Stores) *RegistrySources {
 	return &RegistrySources{
-		Agents: registry.NewAgents(db), Sources: registry.NewSources(db, cipher, webhook.NormalizeRepoURL),
-		Settings: registry.NewSettings(db), Secrets: registry.NewSecrets(db, cipher),
-		SourceVersions: registry.NewSourceVersions(db, objects), Pushes: registry.NewPushes(db),
+		Agents: st.Agents, Sources: st.Sources, Settings: st.Settings, Secrets: st.Secrets,
+		SourceVersions: st.SourceVersions, Pushes: st.Pushes,
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"svc/registry"
 	"svc/registry/fsobjects"
 	"svc/registry/s3objects"
+	"svc/webhook"
 	"svc/workers"
 	"svc/workers/asynqqueue"
 	"svc/workers/dbqueue"
@@ -36,6 +37,7 @@ type platform struct {
 	signer    *auth.Signer
 	secretKey []byte
 	cipher    *registry.Cipher
+	stores    *registry.Stores // every registry store, built once
 	deploys   *registry.Deployments
 	// revocations verifies runtime tokens and refuses those of revoked minters (runners).
 	revocations *auth.Revocations
@@ -138,12 +140,13 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	}
 	p.tokens, p.apiKeys = auth.NewTokens(p.db), auth.NewAPIKeys(p.db)
 	p.revocations = auth.NewRevocations(p.signer, p.tokens, 0, log)
-	p.deploys = registry.NewDeployments(p.db)
+	p.stores = registry.NewStores(p.db, p.cipher, p.objects, webhook.NormalizeRepoURL)
+	p.deploys = p.stores.Deployments
 
 	// 4. Queue and pipeline.
 	p.pipeline = &workers.Pipeline{
-		Deployments: p.deploys, Logs: registry.NewBuildLogs(p.db), Objects: p.objects, Limits: builder.DefaultLimits(), Logger: log,
-		Sources: workers.NewRegistrySources(p.db, p.cipher, p.objects),
+		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Limits: builder.DefaultLimits(), Logger: log,
+		Sources: workers.NewRegistrySources(p.stores),
 	}
 	if cfg.RedisURL != "" {
 		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})

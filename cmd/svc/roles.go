@@ -90,7 +90,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
 	return runner.NewRouter(runner.Config{
-		DB: p.db, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
+		Resolver: p.deploys, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: func(ctx context.Context, d registry.Deployment) (*agent.Agent, error) {
 			b, err := builder.OpenBundle(ctx, p.objects, d.BundleKey)
 			if err != nil {
@@ -115,7 +115,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 // envOf resolves env: references of an agent: its secrets first, then the process environment.
 // Values are read when a runtime first needs them and kept only in memory.
 func (p *platform) envOf(agentID string) func(string) (string, bool) {
-	secrets := registry.NewSecrets(p.db, p.cipher)
+	secrets := p.stores.Secrets
 	return func(name string) (string, bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -130,7 +130,7 @@ func (p *platform) envOf(agentID string) func(string) (string, bool) {
 
 func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl) (*api.API, error) {
 	return api.New(api.Deps{
-		DB: p.db, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer, SecretKey: p.secretKey,
+		Stores: p.stores, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer,
 		AppsDomain: appsDomain, Logger: p.log, Metrics: prometheus.NewRegistry(), Pipeline: p.pipeline, Runtimes: runtimes,
 	})
 }

@@ -1,0 +1,47 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+)
+
+// Stores is every store of the registry over one database, built once (in cmd/svc) and handed to
+// the API, the build pipeline and the router, so that no other package holds a database handle.
+type Stores struct {
+	Agents         *Agents
+	Sources        *Sources
+	Settings       *Settings
+	Secrets        *Secrets
+	SourceVersions *SourceVersions
+	Pushes         *Pushes
+	CommitStatuses *CommitStatuses
+	Deployments    *Deployments
+	BuildLogs      *BuildLogs
+
+	db *gorm.DB
+}
+
+// NewStores builds the stores over db: secrets and webhook secrets sealed with cipher, source
+// version archives kept in objects, repository URLs compared through normalize (as NewSources).
+func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(string) string) *Stores {
+	return &Stores{
+		Agents: NewAgents(db), Sources: NewSources(db, cipher, normalize), Settings: NewSettings(db),
+		Secrets: NewSecrets(db, cipher), SourceVersions: NewSourceVersions(db, objects), Pushes: NewPushes(db),
+		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
+		db: db,
+	}
+}
+
+// Ping reports whether the database answers.
+func (s *Stores) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
