@@ -206,19 +206,7 @@ func TestPushHandsItsTreeToTheBuild(t *testing.T) {
 		ctx := context.Background()
 		e := newEnv(t, db)
 		e.pipeline.Trees = workers.NewTreeCache(4, time.Minute)
-		dir := t.TempDir()
-		repo, _ := gittest.Init(t, dir, agenttest.Dir(t, "support-desk"))
-		a, err := e.agents.Create(ctx, "Support Desk", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
-			t.Fatal(err)
-		}
-		on := true
-		if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoDeploy: &on}); err != nil {
-			t.Fatal(err)
-		}
+		repo, _, a := e.gitAgent(t, "Support Desk", "support-desk", true)
 		repo.Branch(t, "feature/x")
 		c := repo.Commit(t, "", "feature")
 		out, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c))
@@ -329,19 +317,7 @@ func TestFatalBuildErrorsFailAtOnce(t *testing.T) {
 	db := dbtest.SQLite(t)
 	ctx := context.Background()
 	e := newEnv(t, db)
-	dir := t.TempDir()
-	gittest.Init(t, dir, agenttest.Dir(t, "hello"))
-	a, err := e.agents.Create(ctx, "hello", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
-		t.Fatal(err)
-	}
-	on := true
-	if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoDeploy: &on}); err != nil {
-		t.Fatal(err)
-	}
+	_, _, a := e.gitAgent(t, "hello", "hello", true)
 	missing := strings.Repeat("ab", 20)
 	out, err := e.pipeline.Push(ctx, a.ID, push("main", missing))
 	if err != nil || out.Action != "build" {
@@ -381,15 +357,7 @@ func TestPassingBuildErrorsAreRetried(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, db)
 	e.pipeline.Objects = &failingOnce{Objects: e.objects}
-	dir := t.TempDir()
-	gittest.Init(t, dir, agenttest.Dir(t, "hello"))
-	a, err := e.agents.Create(ctx, "hello", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
-		t.Fatal(err)
-	}
+	_, _, a := e.gitAgent(t, "hello", "hello", false)
 	rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "main"})
 	if err != nil {
 		t.Fatal(err)
@@ -409,4 +377,26 @@ func TestPassingBuildErrorsAreRetried(t *testing.T) {
 	if strings.Contains(log, "interrupted") {
 		t.Errorf("a failed attempt is reported as interrupted:\n%s", log)
 	}
+}
+
+// gitAgent creates an agent whose git source is a new repository holding the example tree
+// fixture, with autoDeploy as given, and returns the repository, its first commit and the agent.
+func (e *env) gitAgent(t *testing.T, name, fixture string, autoDeploy bool) (*gittest.Repo, string, registry.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	repo, commit := gittest.Init(t, dir, agenttest.Dir(t, fixture))
+	a, err := e.agents.Create(ctx, name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	if autoDeploy {
+		if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoDeploy: &autoDeploy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return repo, commit, a
 }

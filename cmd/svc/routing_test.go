@@ -40,25 +40,7 @@ func TestRoutingFollowsLifecycle(t *testing.T) {
 	}
 	var tok struct{ Token string }
 	p.call(t, "POST", "/api/agents/"+a.AgentID+"/tokens", map[string]any{}, nil, &tok)
-	health := func(label string) (int, string) {
-		req, _ := http.NewRequest("GET", p.url+"/health", nil)
-		req.Host = label + ".apps.localhost"
-		req.Header.Set("Authorization", "Bearer "+tok.Token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body struct {
-			DeployID string
-			Error    struct{ Code string }
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		if body.DeployID != "" {
-			return resp.StatusCode, body.DeployID
-		}
-		return resp.StatusCode, body.Error.Code
-	}
+	health := func(label string) (int, string) { return agentHealth(t, p, label, tok.Token) }
 	expect := func(label string, status int, want string) {
 		t.Helper()
 		if s, got := health(label); s != status || got != want {
@@ -130,22 +112,7 @@ func TestDeepTreeServesAndUnloadableBundleSaysSo(t *testing.T) {
 		t.Fatalf("deployment %s never ready", rd.DeployID)
 		return ""
 	}
-	health := func() (int, string) {
-		req, _ := http.NewRequest("GET", p.url+"/health", nil)
-		req.Host = a.Slug + ".apps.localhost"
-		req.Header.Set("Authorization", "Bearer "+tok.Token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body struct {
-			DeployID string
-			Error    struct{ Code string }
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body.DeployID + body.Error.Code
-	}
+	health := func() (int, string) { return agentHealth(t, p, a.Slug, tok.Token) }
 	first := deploy("twelve folders deep")
 	if s, got := health(); s != 200 || got != first {
 		t.Fatalf("the deep tree's agent /health = %d %s, want 200 %s", s, got, first)
@@ -174,4 +141,27 @@ func TestDeepTreeServesAndUnloadableBundleSaysSo(t *testing.T) {
 	if err != nil || !strings.Contains(out, "production: "+second+" is active but its runtime is unavailable: ") {
 		t.Fatalf("svc status = %v\n%s", err, out)
 	}
+}
+
+// agentHealth gets /health of the agent host <label>.apps.localhost and returns the status with
+// the deployment that answered, or the error code.
+func agentHealth(t *testing.T, p *benchPlatform, label, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", p.url+"/health", nil)
+	req.Host = label + ".apps.localhost"
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		DeployID string
+		Error    struct{ Code string }
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	if body.DeployID != "" {
+		return resp.StatusCode, body.DeployID
+	}
+	return resp.StatusCode, body.Error.Code
 }
