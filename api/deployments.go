@@ -276,20 +276,7 @@ func (a *API) promote(c *gin.Context) error {
 		},
 	}
 	if src.Type == registry.SourceGit {
-		preq.Gate = func(ctx context.Context, commit string) (bool, string, error) {
-			st, err := a.commitStatuses.Latest(ctx, ag.ID, commit, registry.EvalsContext)
-			if errors.Is(err, registry.ErrCommitStatusNotFound) {
-				return false, "", nil // a missing status does not block
-			}
-			if err != nil {
-				return false, "", err
-			}
-			switch st.State {
-			case registry.StatePending, registry.StateFailure, registry.StateError:
-				return true, string(st.State), nil
-			}
-			return false, string(st.State), nil
-		}
+		preq.Gate = a.commitStatuses
 	}
 	d, err := a.deployments.Promote(ctx, preq)
 	if errors.Is(err, registry.ErrNoActive) {

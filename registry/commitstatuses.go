@@ -118,6 +118,25 @@ func ValidateCommit(field, sha string) error {
 	return nil
 }
 
+var _ PromotionGate = (*CommitStatuses)(nil)
+
+// Blocks implements PromotionGate: the commit's latest svc/evals status blocks while it is
+// pending, failure or error; a commit with none does not block.
+func (s *CommitStatuses) Blocks(ctx context.Context, agentID, commit string) (bool, string, error) {
+	st, err := s.Latest(ctx, agentID, commit, EvalsContext)
+	if errors.Is(err, ErrCommitStatusNotFound) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	switch st.State {
+	case StatePending, StateFailure, StateError:
+		return true, string(st.State), nil
+	}
+	return false, string(st.State), nil
+}
+
 // Latest returns the newest status of commit in statusContext (such as EvalsContext) for agentID, or ErrCommitStatusNotFound.
 func (s *CommitStatuses) Latest(ctx context.Context, agentID, commit, statusContext string) (CommitStatus, error) {
 	var st CommitStatus

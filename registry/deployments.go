@@ -505,6 +505,12 @@ func rollbackTarget(db *gorm.DB, agentID, env, deployID string) (Deployment, err
 	return d, nil
 }
 
+// PromotionGate decides whether a commit may be promoted (spec 3.1): CommitStatuses implements it.
+type PromotionGate interface {
+	// Blocks reports whether the commit's gate blocks promotion, with the state that decided.
+	Blocks(ctx context.Context, agentID, commit string) (blocked bool, state string, err error)
+}
+
 // PromoteRequest copies the active deployment of From into a new deployment of To.
 type PromoteRequest struct {
 	AgentID string
@@ -512,8 +518,8 @@ type PromoteRequest struct {
 	To      string // default production
 	Force   bool
 	Actor   string
-	// Gate reports whether the source commit's evals status blocks (git sources only); nil: no gate.
-	Gate func(ctx context.Context, commit string) (blocked bool, state string, err error)
+	// Gate decides whether the source commit's evals status blocks (git sources only); nil: no gate.
+	Gate PromotionGate
 	// Copy copies the bundle to its destination key (may be the same key: bundles are content
 	// addressed); an error is ErrBundleUnavailable.
 	Copy func(ctx context.Context, src Deployment) (dstKey string, err error)
@@ -534,7 +540,7 @@ func (s *Deployments) Promote(ctx context.Context, req PromoteRequest) (Deployme
 		return Deployment{}, ErrBundleUnavailable
 	}
 	if req.Gate != nil && !req.Force {
-		blocked, state, err := req.Gate(ctx, src.CommitSHA)
+		blocked, state, err := req.Gate.Blocks(ctx, req.AgentID, src.CommitSHA)
 		if err != nil {
 			return Deployment{}, err
 		}

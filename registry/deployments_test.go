@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -209,15 +210,15 @@ func TestPromote(t *testing.T) {
 		insertAgent(t, db, "a1")
 		s := registry.NewDeployments(db)
 		prodBefore := built(t, s, "a1", "production", "c0", true)
-		src := built(t, s, "a1", "preview-main", "c1", true)
+		commit := strings.Repeat("c1", 20)
+		src := built(t, s, "a1", "preview-main", commit, true)
 
-		gate := func(state string) func(context.Context, string) (bool, string, error) {
-			return func(context.Context, string) (bool, string, error) {
-				return state != "success" && state != "", state, nil
+		gate := registry.NewCommitStatuses(db)
+		for _, state := range []registry.CommitState{registry.StatePending, registry.StateFailure, registry.StateError} {
+			if _, err := gate.Add(ctx, registry.CommitStatus{AgentID: "a1", Commit: commit, Context: registry.EvalsContext, State: state}); err != nil {
+				t.Fatal(err)
 			}
-		}
-		for _, state := range []string{"pending", "failure", "error"} {
-			_, err := s.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "preview-main", Gate: gate(state)})
+			_, err := s.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "preview-main", Gate: gate})
 			if !errors.Is(err, registry.ErrEvalGateBlocked) {
 				t.Fatalf("promote with evals %s: %v, want ErrEvalGateBlocked", state, err)
 			}
@@ -231,7 +232,7 @@ func TestPromote(t *testing.T) {
 		if activeID(t, s, "a1", "production") != prodBefore.ID {
 			t.Fatal("failed promotions changed production")
 		}
-		got, err := s.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "preview-main", Force: true, Gate: gate("failure")})
+		got, err := s.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "preview-main", Force: true, Gate: gate})
 		if err != nil {
 			t.Fatal(err)
 		}
