@@ -25,6 +25,7 @@ var forbidden = map[string][]string{
 	"api":        {"runner", "cmd"},
 	"migrations": {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
 	"client":     {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
+	"errcode":    {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd", "client"},
 }
 
 // noDatabase lists the folders whose code reaches the database only through registry's stores:

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"svc/errcode"
 )
 
 // The reference in docs/ is kept equal to the code by the checks below: every name a client
@@ -314,50 +316,13 @@ func TestDocsRuntimeRoutes(t *testing.T) {
 	docsRequireSpans(t, docsRead(t, docsRuntimePath), routes, "runtime route", path)
 }
 
-// docsPlatformCatalog reads the platform's codes (ErrorCode constants) and, from func catalog, the
-// HTTP status of each: its case, or the function's last return for a code without one.
+// docsPlatformCatalog is the errcode catalog, which the platform API and the agent host router
+// both answer from: code name → code, and code name → HTTP status.
 func docsPlatformCatalog(t *testing.T) (map[string]string, map[string]int) {
-	const path = "api/errors.go"
-	g := docsParseGo(t, path)
-	codes := g.typedConsts("ErrorCode")
-	statuses := map[string]int{}
-	fn := g.funcDecl("catalog")
-	if fn == nil {
-		t.Errorf("%s has no func catalog: docs_test.go cannot read the statuses; update it", path)
-		return codes, statuses
-	}
-	def, haveDef := 0, false
-	ast.Inspect(fn.Body, func(n ast.Node) bool {
-		cc, ok := n.(*ast.CaseClause)
-		if !ok {
-			return true
-		}
-		var status int
-		var found bool
-		for _, s := range cc.Body {
-			if ret, ok := s.(*ast.ReturnStmt); ok && len(ret.Results) > 0 {
-				status, found = docsStatusOf(t, path, ret.Results[0])
-				break
-			}
-		}
-		if found {
-			for _, e := range cc.List {
-				if id, ok := e.(*ast.Ident); ok {
-					statuses[id.Name] = status
-				}
-			}
-		}
-		return false
-	})
-	if n := len(fn.Body.List); n > 0 {
-		if ret, ok := fn.Body.List[n-1].(*ast.ReturnStmt); ok && len(ret.Results) > 0 {
-			def, haveDef = docsStatusOf(t, path, ret.Results[0])
-		}
-	}
-	for name := range codes {
-		if _, ok := statuses[name]; !ok && haveDef {
-			statuses[name] = def
-		}
+	t.Helper()
+	codes, statuses := map[string]string{}, map[string]int{}
+	for _, c := range errcode.All() {
+		codes[string(c)], statuses[string(c)] = string(c), c.Status()
 	}
 	return codes, statuses
 }
@@ -393,67 +358,14 @@ func docsRuntimeCatalog(t *testing.T) (map[string]string, map[string]int) {
 	return codes, statuses
 }
 
-// docsRouterErrors reads the calls to writeError in runner/router.go: the code of each (a literal
-// or a constant of the file) and its status, found through the parameters named code and
-// status of func writeError.
-func docsRouterErrors(t *testing.T) (map[string]string, map[string]int) {
-	const path = "runner/router.go"
-	g := docsParseGo(t, path)
-	fn := g.funcDecl("writeError")
-	if fn == nil {
-		t.Errorf("%s has no func writeError: docs_test.go no longer understands how the router writes errors; update it", path)
-		return nil, nil
-	}
-	codeAt, statusAt, i := -1, -1, 0
-	for _, field := range fn.Type.Params.List {
-		for _, name := range field.Names {
-			switch name.Name {
-			case "code":
-				codeAt = i
-			case "status":
-				statusAt = i
-			}
-			i++
-		}
-	}
-	if codeAt < 0 {
-		t.Errorf("func writeError of %s has no parameter named code: update docs_test.go", path)
-		return nil, nil
-	}
-	codes, statuses := map[string]string{}, map[string]int{}
-	ast.Inspect(g.file, func(n ast.Node) bool {
-		call, ok := n.(*ast.CallExpr)
-		if !ok {
-			return true
-		}
-		if id, ok := call.Fun.(*ast.Ident); !ok || id.Name != "writeError" || len(call.Args) <= codeAt {
-			return true
-		}
-		code, ok := g.value(call.Args[codeAt])
-		if !ok {
-			return true
-		}
-		codes[code] = code
-		if statusAt >= 0 && statusAt < len(call.Args) {
-			if status, ok := docsStatusOf(t, path, call.Args[statusAt]); ok {
-				statuses[code] = status
-			}
-		}
-		return true
-	})
-	return codes, statuses
-}
-
 // TestDocsErrorCodes: every error code a client can receive is in docs/errors.md: the platform
 // catalog, the runtime's codes and the router's.
 func TestDocsErrorCodes(t *testing.T) {
 	d := docsRead(t, docsErrorsPath)
 	platform, _ := docsPlatformCatalog(t)
-	docsRequireSpans(t, d, platform, "platform error code", "api/errors.go")
+	docsRequireSpans(t, d, platform, "platform error code", "errcode/errcode.go")
 	runtimeCodes, _ := docsRuntimeCatalog(t)
 	docsRequireSpans(t, d, runtimeCodes, "runtime error code", "runner/runtime/errors.go")
-	router, _ := docsRouterErrors(t)
-	docsRequireSpans(t, d, router, "router error code", "runner/router.go")
 }
 
 // TestDocsErrorStatuses: docs/errors.md states the right HTTP status of each code: some line
@@ -477,9 +389,7 @@ func TestDocsErrorStatuses(t *testing.T) {
 		}
 	}
 	platform, platformStatus := docsPlatformCatalog(t)
-	check("api/errors.go", platform, platformStatus)
+	check("errcode/errcode.go", platform, platformStatus)
 	runtimeCodes, runtimeStatus := docsRuntimeCatalog(t)
 	check("runner/runtime/errors.go", runtimeCodes, runtimeStatus)
-	router, routerStatus := docsRouterErrors(t)
-	check("runner/router.go", router, routerStatus)
 }

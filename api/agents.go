@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"svc/errcode"
 	"svc/registry"
 )
 
@@ -37,7 +38,7 @@ func (a *API) createAgent(c *gin.Context) error {
 		return err
 	}
 	if p := principalOf(c); p.AgentID != "" {
-		return Errorf(CodeForbidden, "a token bound to an agent cannot create agents")
+		return Errorf(errcode.Forbidden, "a token bound to an agent cannot create agents")
 	}
 	ag, err := a.agents.Create(c.Request.Context(), req.Name, req.Slug)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"svc/auth"
+	"svc/errcode"
 	"svc/registry"
 	"svc/workers"
 )
@@ -103,7 +104,7 @@ type Route struct {
 	ResponseType string
 	// Errors lists further error codes the route answers with, for OpenAPI (the codes of
 	// authentication, path parameters and bodies are listed without it).
-	Errors []ErrorCode
+	Errors []errcode.Code
 	// Handle serves the route.
 	Handle HandlerFunc
 }
@@ -150,8 +151,8 @@ func New(deps Deps) (*API, error) {
 	a.engine.RedirectTrailingSlash = false
 	a.engine.RedirectFixedPath = false
 	a.engine.Use(a.requestID, a.observe, a.recoverPanics, a.limitBody)
-	a.engine.NoRoute(a.wrap(func(*gin.Context) error { return Errorf(CodeNotFound, "no such route") }))
-	a.engine.NoMethod(a.wrap(func(*gin.Context) error { return &Error{Code: CodeMethodNotAllowed} }))
+	a.engine.NoRoute(a.wrap(func(*gin.Context) error { return Errorf(errcode.NotFound, "no such route") }))
+	a.engine.NoMethod(a.wrap(func(*gin.Context) error { return &Error{Code: errcode.MethodNotAllowed} }))
 	for _, r := range a.routeTable() {
 		a.Handle(r)
 	}

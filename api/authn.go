@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"svc/auth"
+	"svc/errcode"
 	"svc/registry"
 )
 
@@ -57,7 +58,7 @@ func (a *API) authorizeRequest(c *gin.Context, need auth.Kind, agentRoute bool) 
 	ctx = context.WithValue(ctx, principalKey{}, p)
 	c.Request = c.Request.WithContext(ctx)
 	if !p.Kind.Allows(need) {
-		return Errorf(CodeForbidden, "this call needs a token of kind %s or higher; this token is %s", need, p.Kind)
+		return Errorf(errcode.Forbidden, "this call needs a token of kind %s or higher; this token is %s", need, p.Kind)
 	}
 	if !agentRoute {
 		return nil
@@ -76,19 +77,19 @@ func (a *API) principal(ctx context.Context, header string) (auth.Principal, err
 	token := auth.Bearer(header)
 	switch {
 	case header == "":
-		return auth.Principal{}, Errorf(CodeUnauthenticated, "missing Authorization header; send \"Authorization: Bearer pk_...\"")
+		return auth.Principal{}, Errorf(errcode.Unauthenticated, "missing Authorization header; send \"Authorization: Bearer pk_...\"")
 	case token == "":
-		return auth.Principal{}, Errorf(CodeUnauthenticated, "the Authorization header must be \"Bearer <token>\"")
+		return auth.Principal{}, Errorf(errcode.Unauthenticated, "the Authorization header must be \"Bearer <token>\"")
 	case strings.HasPrefix(token, auth.AgentKeyPrefix):
-		return auth.Principal{}, Errorf(CodeUnauthenticated, "an agent API key (ak_) cannot call the platform API; use a pk_ automation token")
+		return auth.Principal{}, Errorf(errcode.Unauthenticated, "an agent API key (ak_) cannot call the platform API; use a pk_ automation token")
 	case !strings.HasPrefix(token, auth.PlatformPrefix) && strings.Count(token, ".") == 2:
-		return auth.Principal{}, Errorf(CodeUnauthenticated, "a runtime token cannot call the platform API; use a pk_ automation token")
+		return auth.Principal{}, Errorf(errcode.Unauthenticated, "a runtime token cannot call the platform API; use a pk_ automation token")
 	case !strings.HasPrefix(token, auth.PlatformPrefix):
-		return auth.Principal{}, Errorf(CodeUnauthenticated, "not a platform token; use a pk_ automation token")
+		return auth.Principal{}, Errorf(errcode.Unauthenticated, "not a platform token; use a pk_ automation token")
 	}
 	p, err := a.deps.Tokens.Authenticate(ctx, token)
 	if errors.Is(err, auth.ErrUnauthenticated) {
-		return auth.Principal{}, Errorf(CodeUnauthenticated, "unknown or revoked token")
+		return auth.Principal{}, Errorf(errcode.Unauthenticated, "unknown or revoked token")
 	}
 	if err != nil {
 		return auth.Principal{}, err
@@ -100,11 +101,11 @@ func (a *API) principal(ctx context.Context, header string) (auth.Principal, err
 // to another agent is FORBIDDEN before any look-up; an unknown agent is NOT_FOUND.
 func (a *API) allowAgent(ctx context.Context, p auth.Principal, id string) (registry.Agent, error) {
 	if p.AgentID != "" && p.AgentID != id {
-		return registry.Agent{}, Errorf(CodeForbidden, "this token is bound to another agent")
+		return registry.Agent{}, Errorf(errcode.Forbidden, "this token is bound to another agent")
 	}
 	ag, err := a.agents.Get(ctx, id)
 	if errors.Is(err, registry.ErrAgentNotFound) {
-		return registry.Agent{}, Errorf(CodeNotFound, "agent %s not found", id)
+		return registry.Agent{}, Errorf(errcode.NotFound, "agent %s not found", id)
 	}
 	return ag, err
 }
@@ -116,7 +117,7 @@ func (a *API) allowAgent(ctx context.Context, p auth.Principal, id string) (regi
 func (a *API) authorizeAgent(c *gin.Context, agentID string) (registry.Agent, error) {
 	p, ok := PrincipalFrom(c)
 	if !ok {
-		return registry.Agent{}, &Error{Code: CodeInternal, Cause: errors.New("authorizeAgent on a public route")}
+		return registry.Agent{}, &Error{Code: errcode.Internal, Cause: errors.New("authorizeAgent on a public route")}
 	}
 	return a.allowAgent(c.Request.Context(), p, agentID)
 }

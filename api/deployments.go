@@ -13,6 +13,7 @@ import (
 	"svc/agent"
 	"svc/auth"
 	"svc/builder"
+	"svc/errcode"
 	"svc/registry"
 	"svc/workers"
 )
@@ -115,17 +116,17 @@ type activationResponse struct {
 func (a *API) deploymentRoutes() []Route {
 	return []Route{
 		{Method: http.MethodPost, Path: "/api/deployments/redeploy", Need: auth.Operator, Summary: "Build a branch head or source version, or reuse a build of it",
-			Request: redeployRequest{}, Response: redeployResponse{}, Errors: []ErrorCode{CodeNotFound}, Handle: a.redeploy},
+			Request: redeployRequest{}, Response: redeployResponse{}, Errors: []errcode.Code{errcode.NotFound}, Handle: a.redeploy},
 		{Method: http.MethodPost, Path: "/api/deployments/promote", Need: auth.Operator, Summary: "Copy the active deployment of one environment into a new, active deployment of another",
-			Request: promoteRequest{}, Response: deploymentResponse{}, Errors: []ErrorCode{CodeEvalGateBlocked, CodeBundleUnavailable, CodeNotFound}, Handle: a.promote},
+			Request: promoteRequest{}, Response: deploymentResponse{}, Errors: []errcode.Code{errcode.EvalGateBlocked, errcode.BundleUnavailable, errcode.NotFound}, Handle: a.promote},
 		{Method: http.MethodPost, Path: "/api/deployments/rollback", Need: auth.Operator, Summary: "Activate an earlier deployment of an environment",
-			Request: rollbackRequest{}, Response: deploymentResponse{}, Errors: []ErrorCode{CodeNothingToRollBack, CodeNotFound}, Handle: a.rollback},
+			Request: rollbackRequest{}, Response: deploymentResponse{}, Errors: []errcode.Code{errcode.NothingToRollBack, errcode.NotFound}, Handle: a.rollback},
 		{Method: http.MethodGet, Path: "/api/deployments/:deployId", Need: auth.Observer, Summary: "A deployment record",
 			Response: deploymentResponse{}, Handle: a.getDeployment},
 		{Method: http.MethodPost, Path: "/api/deployments/:deployId/activate", Need: auth.Operator, Summary: "Make a ready deployment the active one of its environment",
-			Response: deploymentResponse{}, Errors: []ErrorCode{CodeBuildNotReady}, Handle: a.activate},
+			Response: deploymentResponse{}, Errors: []errcode.Code{errcode.BuildNotReady}, Handle: a.activate},
 		{Method: http.MethodGet, Path: "/api/deployments/:deployId/snapshot", Need: auth.Observer, Summary: "The resolved agent configuration of the deployment's bundle (secrets as env: names only)",
-			Response: map[string]any{}, Errors: []ErrorCode{CodeBundleUnavailable}, Handle: a.snapshot},
+			Response: map[string]any{}, Errors: []errcode.Code{errcode.BundleUnavailable}, Handle: a.snapshot},
 		{Method: http.MethodPost, Path: "/api/deployments/:deployId/runtime/start", Need: auth.Operator, Summary: "Start the deployment's runtime",
 			Response: runtimeResponse{}, Handle: a.runtimeStart},
 		{Method: http.MethodPost, Path: "/api/deployments/:deployId/runtime/stop", Need: auth.Operator, Summary: "Stop the deployment's runtime; its URLs answer 503 RUNTIME_STOPPED",
@@ -148,7 +149,7 @@ func (a *API) deploymentOf(c *gin.Context) (registry.Deployment, registry.Agent,
 	ag, err := a.authorizeAgent(c, d.AgentID)
 	if err != nil {
 		// A token bound to another agent must not learn that the deployment exists.
-		if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeForbidden {
+		if e := (*Error)(nil); errors.As(err, &e) && e.Code == errcode.Forbidden {
 			return registry.Deployment{}, registry.Agent{}, registry.ErrDeploymentNotFound
 		}
 		return registry.Deployment{}, registry.Agent{}, err
@@ -195,11 +196,11 @@ func (a *API) redeploy(c *gin.Context) error {
 	})
 	switch {
 	case errors.Is(err, workers.ErrNoSource):
-		return Errorf(CodeInvalidRequest, "the agent has no source to build: connect a git repository or upload a source version")
+		return Errorf(errcode.InvalidRequest, "the agent has no source to build: connect a git repository or upload a source version")
 	case errors.Is(err, workers.ErrBranchAbsent):
 		return InvalidField("branch", "%s", strings.TrimPrefix(err.Error(), "workers: "))
 	case errors.Is(err, workers.ErrBadRedeploy):
-		return Errorf(CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "workers: bad redeploy request: "))
+		return Errorf(errcode.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), "workers: bad redeploy request: "))
 	case errors.Is(err, registry.ErrSourceVersionNotFound):
 		return InvalidField("sourceVersionId", "no source version %s of this agent", req.SourceVersionID)
 	case err != nil:
@@ -280,7 +281,7 @@ func (a *API) promote(c *gin.Context) error {
 	}
 	d, err := a.deployments.Promote(ctx, preq)
 	if errors.Is(err, registry.ErrNoActive) {
-		return Errorf(CodeBundleUnavailable, "environment %s has no active deployment to promote", req.FromEnvironment)
+		return Errorf(errcode.BundleUnavailable, "environment %s has no active deployment to promote", req.FromEnvironment)
 	}
 	if err != nil {
 		return err
@@ -362,7 +363,7 @@ func (a *API) activeDeployment(c *gin.Context) error {
 	}
 	d, err := a.deployments.Active(c.Request.Context(), ag.ID, env)
 	if errors.Is(err, registry.ErrNoActive) {
-		return Errorf(CodeNotFound, "environment %s of agent %s has no active deployment", env, ag.ID)
+		return Errorf(errcode.NotFound, "environment %s of agent %s has no active deployment", env, ag.ID)
 	}
 	if err != nil {
 		return err
@@ -404,10 +405,10 @@ func (a *API) snapshot(c *gin.Context) error {
 // is BUNDLE_UNAVAILABLE, naming the deployment (the cause is logged).
 func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*builder.Bundle, *agent.Agent, error) {
 	if d.BundleKey == "" {
-		return nil, nil, Errorf(CodeBuildNotReady, "deployment %s has no bundle (status %s)", d.ID, d.Status)
+		return nil, nil, Errorf(errcode.BuildNotReady, "deployment %s has no bundle (status %s)", d.ID, d.Status)
 	}
 	unavailable := func(err error) error {
-		return &Error{Code: CodeBundleUnavailable, Cause: err,
+		return &Error{Code: errcode.BundleUnavailable, Cause: err,
 			Message: fmt.Sprintf("the bundle of deployment %s is missing or does not open; nothing was changed", d.ID)}
 	}
 	b, err := builder.OpenBundle(ctx, a.deps.Objects, d.BundleKey)

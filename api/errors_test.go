@@ -12,6 +12,7 @@ import (
 
 	"svc/api"
 	"svc/auth"
+	"svc/errcode"
 	"svc/migrations/dbtest"
 	"svc/registry"
 )
@@ -27,7 +28,7 @@ func TestErrorCatalog(t *testing.T) {
 		code   string
 		msg    string
 	}{
-		{api.Errorf(api.CodeConflict, "custom %d", 7), 409, "CONFLICT", "custom 7"},
+		{api.Errorf(errcode.Conflict, "custom %d", 7), 409, "CONFLICT", "custom 7"},
 		{api.InvalidField("thing", "is odd"), 400, "INVALID_REQUEST", "thing: is odd"},
 		{fmt.Errorf("get: %w", registry.ErrAgentNotFound), 404, "NOT_FOUND", "agent not found"},
 		{fmt.Errorf("%w: slug \"x\" is taken", registry.ErrConflict), 409, "CONFLICT", `slug "x" is taken`},
@@ -41,7 +42,7 @@ func TestErrorCatalog(t *testing.T) {
 		{auth.ErrForbidden, 403, "FORBIDDEN", "may not"},
 		{&http.MaxBytesError{Limit: 1}, 413, "PAYLOAD_TOO_LARGE", "larger than"},
 		{errors.New("pq: connection to 10.0.0.7 refused; password=hunter2"), 500, "INTERNAL", "internal error; see the server log for request"},
-		{api.Errorf(api.CodeNoActiveDeployment, ""), 503, "NO_ACTIVE_DEPLOYMENT", "no active production deployment"},
+		{api.Errorf(errcode.NoActiveDeployment, ""), 503, "NO_ACTIVE_DEPLOYMENT", "no active production deployment"},
 	}
 	for i, tt := range tests {
 		err := tt.err

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/auth"
+	"svc/errcode"
 )
 
 // MaxBodyBytes is the largest request body the platform API reads (spec §8: 50 MB). One byte
@@ -126,7 +127,7 @@ func (a *API) recoverPanics(c *gin.Context) {
 		}
 		a.logger(c.Request.Context()).LogAttrs(c.Request.Context(), slog.LevelError, "handler panicked",
 			slog.String("panic", fmt.Sprint(v)), slog.String("stack", string(debug.Stack())))
-		a.writeError(c, &Error{Code: CodeInternal, Cause: fmt.Errorf("panic: %v", v)})
+		a.writeError(c, &Error{Code: errcode.Internal, Cause: fmt.Errorf("panic: %v", v)})
 	}()
 	c.Next()
 }
@@ -135,7 +136,7 @@ func (a *API) recoverPanics(c *gin.Context) {
 // body so that reading past the limit fails with *http.MaxBytesError (a 413 through classify).
 func (a *API) limitBody(c *gin.Context) {
 	if c.Request.ContentLength > MaxBodyBytes {
-		a.writeError(c, &Error{Code: CodePayloadTooLarge})
+		a.writeError(c, &Error{Code: errcode.PayloadTooLarge})
 		c.Abort()
 		return
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"svc/errcode"
 )
 
 // OpenAPI returns the OpenAPI 3.1 document of the registered routes. It is generated from the
@@ -24,8 +26,8 @@ func (a *API) OpenAPI() map[string]any {
 		}
 		item[strings.ToLower(r.Method)] = operation(r)
 	}
-	codes := make([]string, 0, len(allCodes()))
-	for _, code := range allCodes() {
+	codes := make([]string, 0, len(errcode.All()))
+	for _, code := range errcode.All() {
 		codes = append(codes, string(code))
 	}
 	errSchema := schemaOf(reflect.TypeFor[errorBody]())
@@ -151,22 +153,22 @@ func operation(r Route) map[string]any {
 }
 
 // routeErrors lists the error codes a route can answer with.
-func routeErrors(r Route, hasBody, hasParams bool) []ErrorCode {
-	var codes []ErrorCode
+func routeErrors(r Route, hasBody, hasParams bool) []errcode.Code {
+	var codes []errcode.Code
 	if hasBody || hasParams {
-		codes = append(codes, CodeInvalidRequest)
+		codes = append(codes, errcode.InvalidRequest)
 	}
 	if r.Need != "" {
-		codes = append(codes, CodeUnauthenticated, CodeForbidden)
+		codes = append(codes, errcode.Unauthenticated, errcode.Forbidden)
 	}
 	if r.Agent || hasParams {
-		codes = append(codes, CodeNotFound)
+		codes = append(codes, errcode.NotFound)
 	}
 	if hasBody {
-		codes = append(codes, CodePayloadTooLarge, CodeUnsupportedMediaType)
+		codes = append(codes, errcode.PayloadTooLarge, errcode.UnsupportedMediaType)
 	}
 	codes = append(codes, r.Errors...)
-	codes = append(codes, CodeInternal)
+	codes = append(codes, errcode.Internal)
 	return codes
 }
 

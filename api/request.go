@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 
+	"svc/errcode"
+
 	"github.com/gin-gonic/gin"
 )
 
@@ -21,7 +23,7 @@ func mediaType(c *gin.Context) (string, error) {
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
-		return "", Errorf(CodeUnsupportedMediaType, "the Content-Type header is malformed")
+		return "", Errorf(errcode.UnsupportedMediaType, "the Content-Type header is malformed")
 	}
 	return strings.ToLower(mt), nil
 }
@@ -35,10 +37,10 @@ func bindJSON(c *gin.Context, v any) error {
 		return err
 	}
 	if mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-		return Errorf(CodeUnsupportedMediaType, "Content-Type must be application/json, not %s", mt)
+		return Errorf(errcode.UnsupportedMediaType, "Content-Type must be application/json, not %s", mt)
 	}
 	if c.Request.Body == nil || c.Request.Body == http.NoBody {
-		return Errorf(CodeInvalidRequest, "the request body is empty; send a JSON object")
+		return Errorf(errcode.InvalidRequest, "the request body is empty; send a JSON object")
 	}
 	// Read the whole (bounded) body first: a body over the limit is a 413 whatever it holds.
 	data, err := io.ReadAll(c.Request.Body)
@@ -47,11 +49,11 @@ func bindJSON(c *gin.Context, v any) error {
 		if errors.As(err, &maxBytes) {
 			return err
 		}
-		return Errorf(CodeInvalidRequest, "the request body could not be read")
+		return Errorf(errcode.InvalidRequest, "the request body could not be read")
 	}
 	data = bytes.TrimRight(data, " \t\r\n")
 	if len(data) == 0 {
-		return Errorf(CodeInvalidRequest, "the request body is empty; send a JSON object")
+		return Errorf(errcode.InvalidRequest, "the request body is empty; send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -60,7 +62,7 @@ func bindJSON(c *gin.Context, v any) error {
 	}
 	// One value only: anything after it is an error.
 	if dec.More() || dec.InputOffset() != int64(len(data)) {
-		return Errorf(CodeInvalidRequest, "the request body must hold exactly one JSON object")
+		return Errorf(errcode.InvalidRequest, "the request body must hold exactly one JSON object")
 	}
 	return nil
 }
@@ -75,16 +77,16 @@ func jsonError(err error, v any) error {
 	case errors.As(err, &maxBytes):
 		return err
 	case errors.Is(err, io.EOF):
-		return Errorf(CodeInvalidRequest, "the request body is empty; send a JSON object")
+		return Errorf(errcode.InvalidRequest, "the request body is empty; send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return Errorf(CodeInvalidRequest, "the request body ends before its JSON does")
+		return Errorf(errcode.InvalidRequest, "the request body ends before its JSON does")
 	case errors.As(err, &syntax):
-		return Errorf(CodeInvalidRequest, "the request body is not valid JSON (at byte %d)", syntax.Offset)
+		return Errorf(errcode.InvalidRequest, "the request body is not valid JSON (at byte %d)", syntax.Offset)
 	case errors.As(err, &typ):
 		// Value is "string", "bool", "number 12.5"...: keep the kind, never the literal.
 		got, _, _ := strings.Cut(typ.Value, " ")
 		if typ.Field == "" {
-			return Errorf(CodeInvalidRequest, "the request body must be a JSON %s, not %s", jsonTypeName(reflect.TypeOf(v)), got)
+			return Errorf(errcode.InvalidRequest, "the request body must be a JSON %s, not %s", jsonTypeName(reflect.TypeOf(v)), got)
 		}
 		return InvalidField(typ.Field, "must be %s, not %s", withArticle(jsonTypeName(typ.Type)), got)
 	}
@@ -92,7 +94,7 @@ func jsonError(err error, v any) error {
 		field := strings.Trim(name, `"`)
 		return InvalidField(field, "unknown field")
 	}
-	return Errorf(CodeInvalidRequest, "the request body cannot be read as JSON")
+	return Errorf(errcode.InvalidRequest, "the request body cannot be read as JSON")
 }
 
 // jsonTypeName names the JSON type a Go type decodes from.

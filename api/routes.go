@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"svc/auth"
+	"svc/errcode"
 )
 
 // routeTable is every route of the platform API. To add routes, write a method returning
@@ -25,7 +26,7 @@ func (a *API) routeTable() []Route {
 func (a *API) systemRoutes() []Route {
 	return []Route{
 		{Method: http.MethodGet, Path: "/health", Summary: "Health of the platform API and its database",
-			Response: healthResponse{}, Errors: []ErrorCode{CodeUnavailable}, Handle: a.health},
+			Response: healthResponse{}, Errors: []errcode.Code{errcode.Unavailable}, Handle: a.health},
 		{Method: http.MethodGet, Path: "/metrics", Summary: "Prometheus metrics",
 			ResponseType: "text/plain", Handle: a.serveMetrics},
 		{Method: http.MethodGet, Path: "/api/openapi.json", Summary: "This OpenAPI 3.1 document",
@@ -48,7 +49,7 @@ func (a *API) tokenRoutes() []Route {
 func (a *API) agentRoutes() []Route {
 	return []Route{
 		{Method: http.MethodPost, Path: "/api/agents", Need: auth.Admin, Summary: "Create an agent",
-			Request: createAgentRequest{}, Status: http.StatusCreated, Response: agentResponse{}, Errors: []ErrorCode{CodeConflict}, Handle: a.createAgent},
+			Request: createAgentRequest{}, Status: http.StatusCreated, Response: agentResponse{}, Errors: []errcode.Code{errcode.Conflict}, Handle: a.createAgent},
 		{Method: http.MethodGet, Path: "/api/agents", Need: auth.Observer, Summary: "List agents (a bound token sees its own)",
 			Response: agentListResponse{}, Handle: a.listAgents},
 		{Method: http.MethodGet, Path: "/api/agents/:id", Need: auth.Observer, Agent: true, Summary: "Get an agent with its source and settings",
@@ -58,7 +59,7 @@ func (a *API) agentRoutes() []Route {
 		{Method: http.MethodPost, Path: "/api/agents/:id/source-versions", Need: auth.Operator, Agent: true,
 			Summary: "Upload a source tree (tar.gz, or JSON files); validated, then stored",
 			Request: sourceFilesRequest{}, RequestTypes: []string{"application/gzip"},
-			Status: http.StatusCreated, Response: sourceVersionResponse{}, Errors: []ErrorCode{CodeInvalidSource}, Handle: a.createSourceVersion},
+			Status: http.StatusCreated, Response: sourceVersionResponse{}, Errors: []errcode.Code{errcode.InvalidSource}, Handle: a.createSourceVersion},
 		{Method: http.MethodPost, Path: "/api/agents/:id/api-keys", Need: auth.Admin, Agent: true, Summary: "Create an agent API key (the value is shown once)",
 			Request: createAPIKeyRequest{}, Status: http.StatusCreated, Response: createAPIKeyResponse{}, Handle: a.createAPIKey},
 		{Method: http.MethodPut, Path: "/api/agents/:id/secrets/:name", Need: auth.Admin, Agent: true, Summary: "Set a secret (never readable back)",

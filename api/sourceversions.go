@@ -10,6 +10,7 @@ import (
 
 	"svc/agent"
 	"svc/builder"
+	"svc/errcode"
 	"svc/registry"
 )
 
@@ -38,7 +39,7 @@ func (a *API) createSourceVersion(c *gin.Context) error {
 		if errors.As(err, &problems) {
 			return err
 		}
-		return &Error{Code: CodeInvalidSource, Message: "the source tree cannot be loaded", Cause: err}
+		return &Error{Code: errcode.InvalidSource, Message: "the source tree cannot be loaded", Cause: err}
 	}
 	// 3. Digest and store it.
 	digest, err := builder.Digest(tree)
@@ -63,7 +64,7 @@ func readSourceTree(c *gin.Context) (fs.FS, error) {
 	switch mt {
 	case "application/gzip", "application/x-gzip", "application/x-tar+gzip":
 		if c.Request.Body == nil || c.Request.Body == http.NoBody {
-			return nil, Errorf(CodeInvalidRequest, "the request body is empty; send a tar.gz of the source tree")
+			return nil, Errorf(errcode.InvalidRequest, "the request body is empty; send a tar.gz of the source tree")
 		}
 		tree, err := builder.ReadTarGz(c.Request.Body, builder.Limits{})
 		if err != nil {
@@ -84,7 +85,7 @@ func readSourceTree(c *gin.Context) (fs.FS, error) {
 		}
 		return tree, nil
 	}
-	return nil, Errorf(CodeUnsupportedMediaType, "Content-Type must be application/gzip (a tar.gz of the tree) or application/json ({\"files\": {...}}), not %s", mt)
+	return nil, Errorf(errcode.UnsupportedMediaType, "Content-Type must be application/gzip (a tar.gz of the tree) or application/json ({\"files\": {...}}), not %s", mt)
 }
 
 // sourceTreeError maps an error reading a tree: a body over the limit stays a 413, a problem with
@@ -97,7 +98,7 @@ func sourceTreeError(err error) error {
 		return err
 	case errors.As(err, &se):
 		p := agent.Problem{File: se.Path, Message: se.Message}
-		return &Error{Code: CodeInvalidSource, Message: "the source tree has 1 problem: " + p.String(), Problems: []agent.Problem{p}, Cause: err}
+		return &Error{Code: errcode.InvalidSource, Message: "the source tree has 1 problem: " + p.String(), Problems: []agent.Problem{p}, Cause: err}
 	}
-	return &Error{Code: CodeInvalidRequest, Message: "the request body is not a readable tar.gz archive", Cause: err}
+	return &Error{Code: errcode.InvalidRequest, Message: "the request body is not a readable tar.gz archive", Cause: err}
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"svc/errcode"
+
 	"github.com/gin-gonic/gin"
 )
 
@@ -21,7 +23,7 @@ func (a *API) health(c *gin.Context) error {
 	defer cancel()
 	if err := a.deps.Stores.Ping(ctx); err != nil {
 		a.logger(ctx).WarnContext(ctx, "health check failed", "error", err.Error())
-		return Errorf(CodeUnavailable, "the database does not answer")
+		return Errorf(errcode.Unavailable, "the database does not answer")
 	}
 	return writeJSON(c, http.StatusOK, healthResponse{Status: "ok"})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"svc/auth"
+	"svc/errcode"
 	"svc/registry"
 )
 
@@ -49,7 +50,7 @@ func (a *API) createToken(c *gin.Context) error {
 		return InvalidField("kind", "must be observer, operator or admin")
 	}
 	if p := principalOf(c); p.AgentID != "" && req.AgentID != p.AgentID {
-		return Errorf(CodeForbidden, "a token bound to an agent may only create tokens bound to the same agent")
+		return Errorf(errcode.Forbidden, "a token bound to an agent may only create tokens bound to the same agent")
 	}
 	if req.AgentID != "" {
 		if _, err := a.agents.Get(c.Request.Context(), req.AgentID); errors.Is(err, registry.ErrAgentNotFound) {
@@ -76,7 +77,7 @@ func (a *API) revokeToken(c *gin.Context) error {
 	if p := principalOf(c); p.AgentID != "" {
 		t, err := a.deps.Tokens.Get(c.Request.Context(), id)
 		if errors.Is(err, auth.ErrNotFound) || err == nil && t.AgentID != p.AgentID {
-			return Errorf(CodeNotFound, "token not found")
+			return Errorf(errcode.NotFound, "token not found")
 		}
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"svc/errcode"
 	"svc/registry"
 	"svc/webhook"
 )
@@ -30,7 +31,7 @@ type webhookResponse struct {
 func (a *API) webhookRoutes() []Route {
 	return []Route{
 		{Method: http.MethodPost, Path: "/webhooks/:host", Summary: "Push webhook of a git host (github, gitea, forgejo, gitlab); ?agent=ID to name the agent",
-			Status: http.StatusAccepted, Response: webhookResponse{}, Errors: []ErrorCode{CodeUnauthenticated}, Handle: a.receiveWebhook},
+			Status: http.StatusAccepted, Response: webhookResponse{}, Errors: []errcode.Code{errcode.Unauthenticated}, Handle: a.receiveWebhook},
 	}
 }
 
@@ -40,19 +41,19 @@ func (a *API) webhookRoutes() []Route {
 func (a *API) receiveWebhook(c *gin.Context) error {
 	host, ok := webhook.HostFromPath(c.Param("host"))
 	if !ok {
-		return Errorf(CodeNotFound, "unknown git host %q: use github, gitea, forgejo or gitlab", c.Param("host"))
+		return Errorf(errcode.NotFound, "unknown git host %q: use github, gitea, forgejo or gitlab", c.Param("host"))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, webhook.MaxPayloadBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return Errorf(CodePayloadTooLarge, "webhook payloads are at most %d bytes", webhook.MaxPayloadBytes)
+			return Errorf(errcode.PayloadTooLarge, "webhook payloads are at most %d bytes", webhook.MaxPayloadBytes)
 		}
-		return Errorf(CodeInvalidRequest, "the request body could not be read")
+		return Errorf(errcode.InvalidRequest, "the request body could not be read")
 	}
 	ev, err := webhook.Parse(host, c.Request.Header, body)
 	if err != nil {
-		return Errorf(CodeInvalidRequest, "%s", err.Error())
+		return Errorf(errcode.InvalidRequest, "%s", err.Error())
 	}
 	ctx := c.Request.Context()
 
@@ -61,7 +62,7 @@ func (a *API) receiveWebhook(c *gin.Context) error {
 	if id := c.Query("agent"); id != "" {
 		src, err := a.sources.Get(ctx, id)
 		if errors.Is(err, registry.ErrSourceNotFound) || errors.Is(err, registry.ErrAgentNotFound) {
-			return Errorf(CodeNotFound, "agent %s has no git source", id)
+			return Errorf(errcode.NotFound, "agent %s has no git source", id)
 		}
 		if err != nil {
 			return err
@@ -86,19 +87,19 @@ func (a *API) receiveWebhook(c *gin.Context) error {
 		return writeJSON(c, http.StatusOK, webhookResponse{webhookResult: webhookResult{Action: "pong", Reason: "ping"}})
 	}
 	if len(sources) == 0 {
-		return Errorf(CodeNotFound, "no agent is connected to this repository")
+		return Errorf(errcode.NotFound, "no agent is connected to this repository")
 	}
 
 	// 2. Signatures: every agent with a secret must be satisfied by the raw body.
 	for _, s := range sources {
 		if s.Type != registry.SourceGit {
-			return Errorf(CodeNotFound, "agent %s has no git source", s.AgentID)
+			return Errorf(errcode.NotFound, "agent %s has no git source", s.AgentID)
 		}
 		if s.WebhookSecret == "" {
 			continue
 		}
 		if err := webhook.Verify(host, c.Request.Header, body, s.WebhookSecret); err != nil {
-			return Errorf(CodeUnauthenticated, "webhook signature is missing or does not match the agent's webhook secret")
+			return Errorf(errcode.Unauthenticated, "webhook signature is missing or does not match the agent's webhook secret")
 		}
 	}
 

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"svc/agent"
+	"svc/errcode"
 	"svc/registry"
 )
 
@@ -155,33 +155,33 @@ func (r *Router) Match(req *http.Request) bool {
 func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	t, ok := ParseHost(req.Host, r.cfg.AppsDomain)
 	if !ok {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "no agent is served at this host")
+		errcode.Write(w, errcode.NotFound, "no agent is served at this host")
 		return
 	}
 	d, err := r.cfg.Resolver.ForHost(req.Context(), t.Slug, t.DeployID)
 	switch {
 	case errors.Is(err, registry.ErrAgentNotFound), errors.Is(err, registry.ErrDeploymentNotFound):
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "no agent or deployment is served at this host")
+		errcode.Write(w, errcode.NotFound, "no agent or deployment is served at this host")
 		return
 	case errors.Is(err, registry.ErrNoActive):
-		writeError(w, http.StatusServiceUnavailable, "NO_ACTIVE_DEPLOYMENT", "the agent has no active production deployment")
+		errcode.Write(w, errcode.NoActiveDeployment, "")
 		return
 	case err != nil:
 		r.cfg.Logger.ErrorContext(req.Context(), "resolve host", "host", req.Host, "err", err)
-		writeError(w, http.StatusInternalServerError, "INTERNAL", "internal error")
+		errcode.Write(w, errcode.Internal, "")
 		return
 	}
 	if d.RuntimeStopped {
-		writeError(w, http.StatusServiceUnavailable, "RUNTIME_STOPPED", "the deployment's runtime is stopped")
+		errcode.Write(w, errcode.RuntimeStopped, "")
 		return
 	}
 	if d.Status != registry.StatusReady || d.BundleKey == "" {
-		writeError(w, http.StatusServiceUnavailable, "DEPLOYMENT_NOT_READY", "the deployment is "+d.Status)
+		errcode.Write(w, errcode.DeploymentNotReady, "the deployment is "+d.Status)
 		return
 	}
 	rt, err := r.runtime(req.Context(), d)
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "BUNDLE_UNAVAILABLE", "the deployment's bundle could not be loaded; GET /api/deployments/"+d.ID+" says why")
+		errcode.Write(w, errcode.RuntimeUnavailable, "the deployment's bundle could not be loaded; GET /api/deployments/"+d.ID+" says why")
 		return
 	}
 	rt.ServeHTTP(w, req)
@@ -244,9 +244,3 @@ func (r *Router) report(ctx context.Context, deployID, message string) {
 
 // Forget drops a deployment's runtime (after a runtime stop), closing it.
 func (r *Router) Forget(deployID string) { r.runtimes.Remove(deployID) }
-
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": message}}) // the client may be gone
-}

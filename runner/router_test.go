@@ -156,7 +156,7 @@ func TestRouterFollowsActivation(t *testing.T) {
 	})
 }
 
-// TestRouterRecordsFailedLoads: a bundle that does not load answers 503 BUNDLE_UNAVAILABLE, is
+// TestRouterRecordsFailedLoads: a bundle that does not load answers 503 RUNTIME_UNAVAILABLE, is
 // read again only after RetryAfter, and its reason is recorded on the deployment until a load
 // succeeds.
 func TestRouterRecordsFailedLoads(t *testing.T) {

@@ -78,7 +78,7 @@ func TestRoutingFollowsLifecycle(t *testing.T) {
 }
 
 // TestDeepTreeServesAndUnloadableBundleSaysSo: a tree twelve folders deep builds and serves; an
-// active deployment whose bundle a runner cannot load answers 503 BUNDLE_UNAVAILABLE, and the
+// active deployment whose bundle a runner cannot load answers 503 RUNTIME_UNAVAILABLE, and the
 // deployment record and `svc status` say why instead of "running".
 func TestDeepTreeServesAndUnloadableBundleSaysSo(t *testing.T) {
 	dataDir := t.TempDir()
@@ -129,8 +129,8 @@ func TestDeepTreeServesAndUnloadableBundleSaysSo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s, got := health(); s != 503 || got != "BUNDLE_UNAVAILABLE" {
-		t.Fatalf("/health with a damaged bundle = %d %s, want 503 BUNDLE_UNAVAILABLE", s, got)
+	if s, got := health(); s != 503 || got != "RUNTIME_UNAVAILABLE" {
+		t.Fatalf("/health with a damaged bundle = %d %s, want 503 RUNTIME_UNAVAILABLE", s, got)
 	}
 	var d struct{ Runtime, RuntimeError string }
 	p.call(t, "GET", "/api/deployments/"+second, nil, nil, &d)

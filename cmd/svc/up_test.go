@@ -47,7 +47,9 @@ func TestRuntimeTokensDieWithTheirMinter(t *testing.T) {
 	var rd struct{ DeployID string }
 	p.call(t, "POST", "/api/deployments/redeploy", map[string]any{"agentId": a.AgentID, "environment": "preview", "sourceVersionId": sv.SourceVersionID}, nil, &rd)
 	var op struct{ ID, Token string }
-	p.call(t, "POST", "/api/tokens", map[string]any{"name": "ci", "kind": "operator", "agentId": a.AgentID}, nil, &op)
+	if s := p.call(t, "POST", "/api/tokens", map[string]any{"name": "ci", "kind": "operator", "agentId": a.AgentID}, nil, &op); s != 201 || op.Token == "" {
+		t.Fatalf("create an operator token = %d %+v", s, op)
+	}
 	var rt struct{ Token string }
 	if s := p.call(t, "POST", "/api/agents/"+a.AgentID+"/tokens", map[string]any{}, map[string]string{"Authorization": "Bearer " + op.Token}, &rt); s != 201 {
 		t.Fatalf("mint with the operator token = %d", s)
