@@ -28,7 +28,9 @@ func TestCatalog(t *testing.T) {
 func TestWrite(t *testing.T) {
 	rec := httptest.NewRecorder()
 	errcode.Write(rec, errcode.RuntimeStopped, "")
-	var body struct{ Error struct{ Code, Message string } }
+	var body struct {
+		Error struct{ Code, Message string }
+	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)
 	}
