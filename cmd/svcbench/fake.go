@@ -14,14 +14,21 @@ import (
 )
 
 // fakeServer is a fake OpenAI Chat Completions API for load tests: every request gets the same
-// precomputed stream of chunks "tok " and a usage chunk, written at once with no delay. It speaks
-// just enough HTTP/1.1 on raw TCP to stay cheap next to the runtime it feeds.
+// precomputed stream of chunks "tok " and a usage chunk, by default written at once with no
+// delay; with perChunk each event is written on its own (chunked encoding, one write each), as a
+// real model API sends them, with delay between them. It speaks just enough HTTP/1.1 on raw TCP
+// to stay cheap next to the runtime it feeds.
 type fakeServer struct {
 	ln       net.Listener
 	stream   [2][]byte // the whole answer; [1] with Connection: close
 	notFound [2][]byte
 	holdHead []byte // with hold: the header and the head as one chunk
 	hold     bool
+
+	perChunk    bool
+	delay       time.Duration
+	chunkedHead [2][]byte // per chunk: the response header; [1] with Connection: close
+	events      [][]byte  // per chunk: each SSE event framed as one chunk, then the last chunk
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -44,18 +51,33 @@ func (f *fakeServer) Close() {
 	f.wg.Wait()
 }
 
-func startFake(addr string, chunks int, hold bool) (*fakeServer, error) {
-	head, all := fakeStream(chunks)
+// fakeOptions shape the fake's answers.
+type fakeOptions struct {
+	chunks   int           // text chunks per answer
+	hold     bool          // after the first chunk, hold each stream open until the client leaves
+	perChunk bool          // write each event on its own
+	delay    time.Duration // with perChunk: the pause before each event after the first
+}
+
+func startFake(addr string, o fakeOptions) (*fakeServer, error) {
+	head, all := fakeStream(o.chunks)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	const sse = "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-	f := &fakeServer{ln: ln, hold: hold, conns: map[net.Conn]struct{}{}}
+	f := &fakeServer{ln: ln, hold: o.hold, perChunk: o.perChunk, delay: o.delay, conns: map[net.Conn]struct{}{}}
 	for i, conn := range []string{"", "Connection: close\r\n"} {
 		f.stream[i] = httpResponse("200 OK", sse+conn, all)
 		f.notFound[i] = httpResponse("404 Not Found", "Content-Type: text/plain; charset=utf-8\r\n"+conn, []byte("404 page not found\n"))
+		f.chunkedHead[i] = fmt.Appendf(nil, "HTTP/1.1 200 OK\r\n%s%sTransfer-Encoding: chunked\r\n\r\n", sse, conn)
 	}
+	for _, ev := range bytes.SplitAfter(all, []byte("\n\n")) {
+		if len(ev) > 0 {
+			f.events = append(f.events, fmt.Appendf(nil, "%x\r\n%s\r\n", len(ev), ev))
+		}
+	}
+	f.events = append(f.events, []byte("0\r\n\r\n"))
 	f.holdHead = fmt.Appendf(nil, "HTTP/1.1 200 OK\r\n%sTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", sse, len(head), head)
 	f.wg.Add(1)
 	go f.accept()
@@ -130,6 +152,11 @@ func (f *fakeServer) serve(conn net.Conn) {
 				_, _ = io.Copy(io.Discard, br) // until the client leaves or Close
 			}
 			return
+		case stream && f.perChunk:
+			if err := f.writeEvents(conn, closeAfter); err != nil || closeAfter {
+				return
+			}
+			continue
 		case stream:
 			answer = f.stream[b2i(closeAfter)]
 		default:
@@ -139,6 +166,24 @@ func (f *fakeServer) serve(conn net.Conn) {
 			return
 		}
 	}
+}
+
+// writeEvents writes a per-chunk answer: the header with the first event, then every other event
+// in a write of its own, after the delay.
+func (f *fakeServer) writeEvents(conn net.Conn, closeAfter bool) error {
+	first := append(append([]byte(nil), f.chunkedHead[b2i(closeAfter)]...), f.events[0]...)
+	if _, err := conn.Write(first); err != nil {
+		return err
+	}
+	for _, ev := range f.events[1:] {
+		if f.delay > 0 && len(ev) > 5 { // not before the last, empty chunk
+			time.Sleep(f.delay)
+		}
+		if _, err := conn.Write(ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func b2i(b bool) int {

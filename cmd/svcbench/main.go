@@ -28,6 +28,8 @@ type config struct {
 	fakeAddr     string
 	chunks       int
 	hold         bool
+	perChunk     bool
+	chunkDelay   time.Duration
 	idleSessions int
 	openStreams  int
 	turnsPerSess int
@@ -47,6 +49,8 @@ func main() {
 	flag.StringVar(&c.fakeAddr, "fake-openai", "", "serve a fake OpenAI API on this address (base URL http://ADDR/v1)")
 	flag.IntVar(&c.chunks, "chunks", 32, "text chunks per fake answer")
 	flag.BoolVar(&c.hold, "hold", false, "fake: after the first chunk, hold each stream open until the client leaves")
+	flag.BoolVar(&c.perChunk, "per-chunk", false, "fake: write each event of an answer on its own, as a real model API does (default: the whole answer at once)")
+	flag.DurationVar(&c.chunkDelay, "chunk-delay", 0, "fake, with -per-chunk: pause before each event after the first (at most 1s)")
 	flag.IntVar(&c.idleSessions, "idle-sessions", 0, "create this many sessions (one turn each) and report memory per idle session")
 	flag.IntVar(&c.openStreams, "open-streams", 0, "open this many streams at once and report memory (run the fake with -hold)")
 	flag.DurationVar(&c.holdFor, "hold-for", 0, "with -open-streams: keep the streams open this long after measuring (at most 10m)")
@@ -65,12 +69,12 @@ func run(c config, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if c.fakeAddr != "" {
-		fake, err := startFake(c.fakeAddr, c.chunks, c.hold)
+		fake, err := startFake(c.fakeAddr, fakeOptions{chunks: c.chunks, hold: c.hold, perChunk: c.perChunk, delay: c.chunkDelay})
 		if err != nil {
 			return err
 		}
 		defer fake.Close()
-		log.Info("fake OpenAI API", "base_url", "http://"+fake.Addr()+"/v1", "chunks", c.chunks, "hold", c.hold)
+		log.Info("fake OpenAI API", "base_url", "http://"+fake.Addr()+"/v1", "chunks", c.chunks, "hold", c.hold, "per_chunk", c.perChunk, "chunk_delay", c.chunkDelay)
 		if c.url == "" {
 			<-ctx.Done()
 			return nil
@@ -102,6 +106,12 @@ func (c *config) validate() error {
 		return fmt.Errorf("-warmup must be within [0, %s], got %s", MaxDuration, c.warmup)
 	case c.chunks < 1 || c.chunks > 100000:
 		return fmt.Errorf("-chunks must be within [1, 100000], got %d", c.chunks)
+	case c.chunkDelay < 0 || c.chunkDelay > time.Second:
+		return fmt.Errorf("-chunk-delay must be within [0, 1s], got %s", c.chunkDelay)
+	case c.chunkDelay > 0 && !c.perChunk:
+		return errors.New("-chunk-delay needs -per-chunk")
+	case c.perChunk && c.hold:
+		return errors.New("-per-chunk and -hold do not go together")
 	case c.holdFor < 0 || c.holdFor > MaxDuration:
 		return fmt.Errorf("-hold-for must be within [0, %s], got %s", MaxDuration, c.holdFor)
 	case c.turnsPerSess < 1:

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -100,7 +102,7 @@ func mustDriver(t *testing.T, c config) *driver {
 // with hold); both stop when the test ends.
 func startRuntime(t *testing.T, hold bool) *httptest.Server {
 	t.Helper()
-	fake, err := startFake("127.0.0.1:0", 32, hold)
+	fake, err := startFake("127.0.0.1:0", fakeOptions{chunks: 32, hold: hold})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +124,31 @@ func startRuntime(t *testing.T, hold bool) *httptest.Server {
 		_ = rt.Close(context.Background())
 	})
 	return srv
+}
+
+// TestFakePerChunk: in per-chunk mode the fake sends the same answer as events of their own,
+// with chunked encoding, on a connection that stays usable for the next request.
+func TestFakePerChunk(t *testing.T) {
+	fake, err := startFake("127.0.0.1:0", fakeOptions{chunks: 8, perChunk: true, delay: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Close()
+	_, whole := fakeStream(8)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for range 2 { // the second request reuses the connection
+		resp, err := client.Post("http://"+fake.Addr()+"/v1/chat/completions", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.TransferEncoding) != 1 || resp.TransferEncoding[0] != "chunked" || string(body) != string(whole) {
+			t.Fatalf("per-chunk answer: %v %q, want chunked %q", resp.TransferEncoding, body, whole)
+		}
+	}
 }

@@ -28,7 +28,7 @@ func countingClient(dials *atomic.Int64) *http.Client {
 
 func startTestFake(t *testing.T, hold bool) *fakeServer {
 	t.Helper()
-	f, err := startFake("127.0.0.1:0", 4, hold)
+	f, err := startFake("127.0.0.1:0", fakeOptions{chunks: 4, hold: hold})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func BenchmarkClientTurn(b *testing.B) {
 // BenchmarkFakeRequest sends requests to the fake and reads its answers: the fake's cost per
 // request and the client's.
 func BenchmarkFakeRequest(b *testing.B) {
-	f, err := startFake("127.0.0.1:0", 32, false)
+	f, err := startFake("127.0.0.1:0", fakeOptions{chunks: 32})
 	if err != nil {
 		b.Fatal(err)
 	}
