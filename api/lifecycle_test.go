@@ -267,3 +267,16 @@ func TestCorruptBundleIsNeverActivated(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookOtherEvents: an event that is not a push, sent by a hook subscribed to every event,
+// is 202 skipped (not 404), records nothing, and names the event.
+func TestWebhookOtherEvents(t *testing.T) {
+	h := newHarness(t, dbtest.SQLite(t))
+	body := []byte(`{"action": "opened", "issue": {"number": 1}, "repository": {"full_name": "acme/x", "clone_url": "https://github.com/acme/x.git"}}`)
+	rec := h.do(request{method: "POST", path: "/webhooks/github", body: body, header: map[string]string{"X-GitHub-Event": "issues"}})
+	var out map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &out)
+	if rec.Code != http.StatusAccepted || out["action"] != "skipped" || !strings.Contains(fmt.Sprint(out["reason"]), "issues") {
+		t.Fatalf("issues event = %d %s", rec.Code, rec.Body)
+	}
+}

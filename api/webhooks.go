@@ -86,6 +86,11 @@ func (a *API) receiveWebhook(c *gin.Context) error {
 	if ev.Kind == webhook.KindPing && len(sources) == 0 {
 		return writeJSON(c, http.StatusOK, webhookResponse{webhookResult: webhookResult{Action: "pong", Reason: "ping"}})
 	}
+	if ev.Kind == webhook.KindIgnored && len(sources) == 0 {
+		// An event that is not a push (issues, stars, ...) names no agent to check a signature
+		// against and does nothing: a hook subscribed to every event must not see it fail.
+		return writeJSON(c, http.StatusAccepted, webhookResponse{webhookResult: webhookResult{Action: "skipped", Reason: ev.Reason}})
+	}
 	if len(sources) == 0 {
 		return Errorf(errcode.NotFound, "no agent is connected to this repository")
 	}
