@@ -99,9 +99,13 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 	return sel
 }
 
+// toolKind names what a tool of svc/tools is, for the warning that leaves it out.
 func toolKind(t *agent.Tool) string {
-	if t.Durable() {
+	switch {
+	case t.Durable():
 		return "durable tool"
+	case len(t.Uses.Tools)+len(t.Uses.Subagents) > 0:
+		return "composite tool"
 	}
-	return "composite tool"
+	return "handler tool"
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -155,5 +156,24 @@ func TestSetReplacesDuplicates(t *testing.T) {
 	var nilSet *tools.Set
 	if nilSet.Len() != 0 || nilSet.Specs() != nil {
 		t.Error("nil set is not empty")
+	}
+}
+
+// TestPlainHandlerToolIsNamedSo: a tool of svc/tools that calls nothing is left out as a
+// handler tool, not as a composite one.
+func TestPlainHandlerToolIsNamedSo(t *testing.T) {
+	ag, err := agent.Load(fstest.MapFS{
+		"svc.json":                   {Data: []byte(`{"name": "t", "version": "1"}`)},
+		"agents/default/AGENT.md":    {Data: []byte("Be brief.")},
+		"agents/default/agent.json":  {Data: []byte(`{"name": "default", "tools": ["plain"]}`)},
+		"svc/tools/plain/tool.json":  {Data: []byte(`{"name": "plain", "description": "d", "parameters": {"type": "object", "properties": {}}}`)},
+		"svc/tools/plain/handler.ts": {Data: []byte("export default async function (params: any) { return 1; }\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := tools.ForAgent(ag, ag.Agents["default"])
+	if d := cmp.Diff([]string{"handler tool plain"}, sel.Omitted); d != "" {
+		t.Errorf("omitted (-want +got):\n%s", d)
 	}
 }
