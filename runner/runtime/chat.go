@@ -65,24 +65,21 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 		return nil, err
 	}
 	t := &turn{rt: rt, l: l, id: l.id, release: release, queue: loop.NewQueue()}
-	// The session's bound first: a refused message stores nothing, attachments included.
+	// Every check that can refuse the message comes before its attachments are stored, so a
+	// refused message stores nothing; then the content goes to the session's blobs, apart from
+	// its history rows, and setup cannot fail.
 	l.mu.Lock()
-	err = rt.checkSessionStorage(l.s, size)
+	err = t.admit(req, size)
 	l.mu.Unlock()
 	if err != nil {
 		t.abandon()
 		return nil, err
 	}
-	// The attachments' content goes to the session's blobs, apart from its history rows.
 	if in.kept, err = rt.storeParts(ctx, t.id, in.parts); err != nil {
 		t.abandon()
 		return nil, err
 	}
-	if err := t.setup(req, in); err != nil {
-		t.dropUnstored(ctx, in)
-		t.abandon()
-		return nil, err
-	}
+	t.setup(req, in)
 	if t.history, err = rt.loadParts(ctx, t.id, t.history); err != nil {
 		t.abandon()
 		return nil, err
@@ -202,25 +199,40 @@ func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*liveSession,
 }
 
 // setup applies the request to the session under its lock and prepares the run.
-func (t *turn) setup(req *chatRequest, in *input) error {
+// admit checks, under l.mu, what could refuse a message of size bytes on the turn's session:
+// its storage bound and the metadata keys it would hold.
+func (t *turn) admit(req *chatRequest, size int64) error {
+	s := t.l.s
+	if err := t.rt.checkSessionStorage(s, size); err != nil {
+		return err
+	}
+	if n := len(mergeMetadata(s.Metadata, req.Metadata)); n > MaxMetadataKeys {
+		return invalid("metadata", "the session would hold %d keys; at most %d", n, MaxMetadataKeys)
+	}
+	return nil
+}
+
+// mergeMetadata is the session's metadata with the request's keys set (latest value per key).
+func mergeMetadata(have, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return have
+	}
+	merged := maps.Clone(have)
+	if merged == nil {
+		merged = make(map[string]string, len(add))
+	}
+	maps.Copy(merged, add)
+	return merged
+}
+
+// setup applies an admitted message to the turn's session: metadata, context, status, the
+// turn's prompt and model, and the user's entry in the history.
+func (t *turn) setup(req *chatRequest, in *input) {
 	rt, l := t.rt, t.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.s
-	if err := rt.checkSessionStorage(s, entrySize(&models.Message{Content: in.text, Parts: in.kept})); err != nil {
-		return err
-	}
-	if len(req.Metadata) > 0 {
-		merged := maps.Clone(s.Metadata)
-		if merged == nil {
-			merged = make(map[string]string, len(req.Metadata))
-		}
-		maps.Copy(merged, req.Metadata)
-		if len(merged) > MaxMetadataKeys {
-			return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
-		}
-		s.Metadata = merged
-	}
+	s.Metadata = mergeMetadata(s.Metadata, req.Metadata)
 	if req.Context != nil {
 		s.Context = maps.Clone(req.Context)
 	}
@@ -265,20 +277,6 @@ func (t *turn) setup(req *chatRequest, in *input) error {
 	kept := models.Message{Role: models.RoleUser, Content: in.text, Parts: in.kept} // content by reference
 	s.Messages = append(s.Messages, sessions.Entry{Message: kept, At: now})
 	s.StoredBytes += entrySize(&kept)
-	return nil
-}
-
-// dropUnstored removes the attachments a refused message stored for a session that was never
-// stored: nothing else will reference them. (A stored session's are dropped with it.)
-func (t *turn) dropUnstored(ctx context.Context, in *input) {
-	t.l.mu.Lock()
-	unstored := !t.l.persisted && len(t.l.s.Messages) == 0
-	t.l.mu.Unlock()
-	if unstored && len(in.kept) > 0 {
-		if err := t.rt.blobs.Drop(ctx, t.id); err != nil {
-			t.rt.log.WarnContext(ctx, "drop the attachments of a refused message", "session", t.id, "err", err)
-		}
-	}
 }
 
 // abandon undoes setup for a turn that never ran.

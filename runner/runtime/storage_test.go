@@ -144,6 +144,19 @@ func TestRefusedAttachmentsAreNotKept(t *testing.T) {
 	if _, err := blobs.Get(context.Background(), "fresh", sessions.BlobRef([]byte(content))); !errors.Is(err, sessions.ErrBlobNotFound) {
 		t.Errorf("a refused attachment was stored: %v", err)
 	}
+	// Refused for its metadata, on a stored session: nothing stored either.
+	if r := e.do("POST", "/chat/sync", "", map[string]any{"message": "x", "session_id": "meta", "metadata": metadataOf(50, 0, 0)}); r.Status != 200 {
+		t.Fatalf("a chat with 50 metadata keys = %d %s", r.Status, r.Body)
+	}
+	small := base64.StdEncoding.EncodeToString([]byte("tiny"))
+	r := e.do("POST", "/chat/sync", "", map[string]any{"message": "x", "session_id": "meta", "metadata": map[string]string{"one-more": "v"},
+		"attachments": []map[string]string{{"mimeType": "text/plain", "data": small}}})
+	if r.Status != 400 || r.JSON["field"] != "metadata" {
+		t.Fatalf("a 51st metadata key = %d %s", r.Status, r.Body)
+	}
+	if _, err := blobs.Get(context.Background(), "meta", sessions.BlobRef([]byte("tiny"))); !errors.Is(err, sessions.ErrBlobNotFound) {
+		t.Errorf("the attachment of a message refused for its metadata was stored: %v", err)
+	}
 }
 
 // TestLargeBodiesWaitForMemory: a large body takes its share of the body budget until its
