@@ -388,7 +388,7 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 	log("start", fmt.Sprintf("build %s of %s (attempt %d)", b.ID, describe(b), b.Attempts))
 	src, err := p.Sources.AgentSource(ctx, b.AgentID)
 	if err != nil {
-		return err
+		return retryLater(b, log, err)
 	}
 
 	// 1. Fetch the source tree, unless the push's branch check has just done so.
@@ -433,10 +433,13 @@ func (p *Pipeline) ProcessTask(ctx context.Context, t Task) error {
 	_, err = p.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{
 		Steps: stepsJSON(steps), BundleKey: result.BundleKey, Digest: result.BundleDigest, Activate: activate, Actor: "build",
 	})
-	if errors.Is(err, registry.ErrBuildFinished) {
+	switch {
+	case errors.Is(err, registry.ErrBuildFinished):
 		return nil
+	case err != nil:
+		return retryLater(b, log, err)
 	}
-	return err
+	return nil
 }
 
 func describe(b registry.Build) string {
