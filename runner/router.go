@@ -16,6 +16,7 @@ import (
 	"svc/agent"
 	"svc/errcode"
 	"svc/registry"
+	"svc/runner/runtime"
 )
 
 // Runtime serves one deployment. Close stops its background work and waits for it.
@@ -156,6 +157,9 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	t, ok := ParseHost(req.Host, r.cfg.AppsDomain)
 	if !ok {
 		errcode.Write(w, errcode.NotFound, "no agent is served at this host")
+		return
+	}
+	if runtime.CrossOrigin(w, req) { // a preflight needs no deployment; errors below reach the page
 		return
 	}
 	d, err := r.cfg.Resolver.ForHost(req.Context(), t.Slug, t.DeployID)

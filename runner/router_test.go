@@ -230,3 +230,35 @@ func TestRouterRecordsFailedLoads(t *testing.T) {
 		t.Errorf("runtime error after a good load = %q, want cleared", msg)
 	}
 }
+
+// TestRouterCrossOrigin: on an agent host, a preflight is answered without resolving anything,
+// and the router's own errors carry Access-Control-Allow-Origin so the page can read them.
+func TestRouterCrossOrigin(t *testing.T) {
+	db := dbtest.SQLite(t)
+	router, err := runner.NewRouter(runner.Config{
+		Resolver: registry.NewDeployments(db), AppsDomain: "apps.localhost",
+		LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) { return &agent.Agent{}, nil },
+		NewRuntime: func(context.Context, *agent.Agent, registry.Deployment) (runner.Runtime, error) {
+			return nil, errors.New("unused")
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer router.Close()
+	pre := httptest.NewRequest("OPTIONS", "/chat/stream", nil)
+	pre.Host = "nobody.apps.localhost"
+	pre.Header.Set("Access-Control-Request-Method", "POST")
+	rec := httptest.NewRecorder()
+	router.ServeHTTP(rec, pre)
+	if rec.Code != 204 || rec.Header().Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("preflight = %d %v", rec.Code, rec.Header())
+	}
+	get := httptest.NewRequest("GET", "/health", nil)
+	get.Host = "nobody.apps.localhost"
+	rec = httptest.NewRecorder()
+	router.ServeHTTP(rec, get)
+	if rec.Code != 404 || rec.Header().Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("unknown agent = %d %v", rec.Code, rec.Header())
+	}
+}

@@ -166,8 +166,32 @@ func New(opts Options) (*Runtime, error) {
 	return rt, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (rt *Runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler, cross-origin use allowed (CrossOrigin).
+func (rt *Runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if CrossOrigin(w, r) {
+		return
+	}
+	rt.mux.ServeHTTP(w, r)
+}
+
+// CrossOrigin lets pages of any origin call the runtime: its routes authenticate with a bearer
+// token, never a cookie, so a page may call them with a token its backend minted. It marks the
+// answer as readable from any origin and answers a browser's preflight (OPTIONS with
+// Access-Control-Request-Method) itself, 204 without a token, reporting true when it did. The
+// router calls it too, so that its own errors on agent hosts reach the page.
+func CrossOrigin(w http.ResponseWriter, r *http.Request) (answered bool) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Expose-Headers", "Retry-After, X-Vercel-Ai-Ui-Message-Stream")
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}
 
 // Close stops idle eviction, ends /api/events streams and waits for both, or for ctx.
 func (rt *Runtime) Close(ctx context.Context) error {

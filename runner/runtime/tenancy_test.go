@@ -290,3 +290,27 @@ func TestRequireScopeOnLocalRoutes(t *testing.T) {
 		t.Fatalf("hosted chat without scope_id = %d %s, want 200 (not enforced)", r.Status, r.Body)
 	}
 }
+
+// TestCrossOrigin: a page of another origin can call the runtime with a bearer token: the
+// preflight is answered without one, and answers allow any origin (no cookies are ever used).
+func TestCrossOrigin(t *testing.T) {
+	sg := newSigner(t)
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), AgentID: agentID, Verifier: sg.s})
+	req := e.request("OPTIONS", "/chat/stream", "", nil)
+	req.Header.Set("Origin", "https://app.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := resp.Header
+	if resp.StatusCode != 204 || h.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Fatalf("preflight = %d %v", resp.StatusCode, h)
+	}
+	r := e.do("POST", "/chat/sync", sg.token(agentID, "u", ""), map[string]any{"message": "hi"})
+	if r.Status != 200 || r.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Fatalf("chat = %d %v", r.Status, r.Header)
+	}
+}
