@@ -16,6 +16,7 @@ import (
 	"svc/runner/loop"
 	"svc/runner/models"
 	"svc/runner/sessions"
+	"svc/runner/sessions/live"
 	"svc/runner/sse"
 )
 
@@ -25,7 +26,7 @@ const persistTimeout = 30 * time.Second
 // turn is one chat turn between beginTurn and its done frame.
 type turn struct {
 	rt       *Runtime
-	l        *liveSession
+	l        *live.Session
 	id       string
 	fresh    bool // the session's first turn: warnings and skill activation are announced
 	prof     *profile
@@ -64,13 +65,13 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{rt: rt, l: l, id: l.id, release: release, queue: loop.NewQueue()}
+	t := &turn{rt: rt, l: l, id: l.ID, release: release, queue: loop.NewQueue()}
 	// Every check that can refuse the message comes before its attachments are stored, so a
 	// refused message stores nothing; then the content goes to the session's blobs, apart from
 	// its history rows, and setup cannot fail.
-	l.mu.Lock()
+	l.Lock()
 	err = t.admit(req, size)
-	l.mu.Unlock()
+	l.Unlock()
 	if err != nil {
 		t.abandon()
 		return nil, err
@@ -85,14 +86,10 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 		return nil, err
 	}
 	// An eviction between lookup and lock must not orphan the running turn: its queue is
-	// found through the live map. (Lock order: rt.mu before l.mu, never the reverse.)
-	rt.mu.Lock()
-	if _, ok := rt.live[t.id]; !ok {
-		rt.live[t.id] = l
-	}
-	rt.mu.Unlock()
+	// found through the cache.
+	rt.cache.Insert(l)
 	// 4. Store the request before running it, so that history shows it even if the process dies.
-	if err := rt.persist(ctx, l); err != nil {
+	if err := rt.cache.Persist(ctx, l); err != nil {
 		t.abandon()
 		return nil, fmt.Errorf("store turn start: %w", err)
 	}
@@ -105,7 +102,7 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 // request of this runtime holds it) is refreshed under the lock. An unknown id creates a session
 // with that id; a session the caller may not see is never resumed: the caller gets a fresh
 // session instead (rules 5, 6).
-func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*liveSession, func(), error) {
+func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*live.Session, func(), error) {
 	if id := req.SessionID; id != "" {
 		release, err := rt.tryLock(ctx, id)
 		if err != nil {
@@ -128,9 +125,9 @@ func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest)
 	if l == nil {
 		return nil, nil, errors.New("new session id already taken") // 80 random bits: not in practice
 	}
-	release, err := rt.tryLock(ctx, l.id)
+	release, err := rt.tryLock(ctx, l.ID)
 	if err != nil {
-		rt.forgetLive(l)
+		rt.cache.Drop(l)
 		return nil, nil, err
 	}
 	return l, release, nil
@@ -151,29 +148,29 @@ func (rt *Runtime) tryLock(ctx context.Context, id string) (func(), error) {
 // resume returns the session id for a turn whose lock the caller holds: the stored or live
 // session, or a new one of that id when none exists; nil when the caller may not see it or it
 // belongs to another agent.
-func (rt *Runtime) resume(ctx context.Context, c *caller, req *chatRequest, id string) (*liveSession, error) {
-	l, loaded, err := rt.cached(ctx, id)
+func (rt *Runtime) resume(ctx context.Context, c *caller, req *chatRequest, id string) (*live.Session, error) {
+	l, loaded, err := rt.cache.Get(ctx, id)
 	if err == nil && rt.opts.SharedStore && !loaded {
-		err = rt.refresh(ctx, l)
-		if err == nil && !l.isPersisted() {
+		err = rt.cache.Refresh(ctx, l)
+		if err == nil && !isPersisted(l) {
 			// Prepared here (POST /sessions) or left by a first turn that failed to store it:
 			// another runtime may have stored a session of this id since. The stored one wins.
 			prepared := l
-			rt.forgetLive(prepared)
-			l, _, err = rt.cached(ctx, id)
+			rt.cache.Drop(prepared)
+			l, _, err = rt.cache.Get(ctx, id)
 			if errors.Is(err, sessions.ErrNotFound) {
-				l, err = rt.insert(prepared), nil
+				l, err = rt.cache.Insert(prepared), nil
 			}
 		}
 	}
 	switch {
 	case errors.Is(err, sessions.ErrNotFound):
 		return rt.create(c, req, id)
-	case errors.Is(err, errOtherAgent):
+	case errors.Is(err, live.ErrOtherAgent):
 		return nil, nil
 	case err != nil:
 		return nil, err
-	case !l.seenBy(c):
+	case !seenBy(l, c):
 		return nil, nil
 	}
 	return l, nil
@@ -181,7 +178,7 @@ func (rt *Runtime) resume(ctx context.Context, c *caller, req *chatRequest, id s
 
 // create makes a live session of id for req (not stored before its first turn). When a live
 // session of that id appeared meanwhile it is returned instead if c may see it, else nil.
-func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*liveSession, error) {
+func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*live.Session, error) {
 	agentName, _, err := rt.resolveProfile(req.Agent, req.Skill)
 	if err != nil {
 		return nil, err
@@ -190,9 +187,9 @@ func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*liveSession,
 		scopeID: req.ScopeID, agent: agentName, skill: req.Skill, deployID: req.DeployID,
 		model: req.Model, maxTokens: req.MaxSessionTokens,
 	})
-	mine := rt.newLive(s, false)
-	l := rt.insert(mine)
-	if l != mine && !l.seenBy(c) {
+	mine := rt.cache.NewSession(s, false)
+	l := rt.cache.Insert(mine)
+	if l != mine && !seenBy(l, c) {
 		return nil, nil
 	}
 	return l, nil
@@ -202,7 +199,7 @@ func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*liveSession,
 // admit checks, under l.mu, what could refuse a message of size bytes on the turn's session:
 // its storage bound and the metadata keys it would hold.
 func (t *turn) admit(req *chatRequest, size int64) error {
-	s := t.l.s
+	s := t.l.S
 	if err := t.rt.checkSessionStorage(s, size); err != nil {
 		return err
 	}
@@ -229,22 +226,22 @@ func mergeMetadata(have, add map[string]string) map[string]string {
 // turn's prompt and model, and the user's entry in the history.
 func (t *turn) setup(req *chatRequest, in *input) {
 	rt, l := t.rt, t.l
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.s
+	l.Lock()
+	defer l.Unlock()
+	s := l.S
 	s.Metadata = mergeMetadata(s.Metadata, req.Metadata)
 	if req.Context != nil {
 		s.Context = maps.Clone(req.Context)
 	}
 	now := rt.now()
-	t.fresh = !l.persisted && len(s.Messages) == 0
+	t.fresh = !l.Persisted && len(s.Messages) == 0
 	if s.Title == "" {
 		s.Title = titleOf(in.text)
 	}
 	s.Status = sessions.StatusRunning
 	s.UpdatedAt = now
-	l.lastUsed = now
-	l.queue = t.queue
+	l.LastUsed = now
+	l.Turn = t.queue
 
 	t.prof = rt.sessionProfile(s)
 	if t.prof.templated {
@@ -281,12 +278,12 @@ func (t *turn) setup(req *chatRequest, in *input) {
 
 // abandon undoes setup for a turn that never ran.
 func (t *turn) abandon() {
-	t.l.mu.Lock()
-	if t.l.queue == t.queue {
-		t.l.queue = nil
+	t.l.Lock()
+	if t.l.Turn == t.queue {
+		t.l.Turn = nil
 	}
-	t.l.s.Status = sessions.StatusIdle
-	t.l.mu.Unlock()
+	t.l.S.Status = sessions.StatusIdle
+	t.l.Unlock()
 	t.queue.Close()
 	t.release()
 }
@@ -360,19 +357,19 @@ func (t *turn) run(ctx context.Context, sink loop.Sink) loop.Result {
 }
 
 func (t *turn) onSkill(name string) {
-	t.l.mu.Lock()
-	if !slices.Contains(t.l.s.State.ActiveSkills, name) {
-		t.l.s.State.ActiveSkills = append(t.l.s.State.ActiveSkills, name)
+	t.l.Lock()
+	if !slices.Contains(t.l.S.State.ActiveSkills, name) {
+		t.l.S.State.ActiveSkills = append(t.l.S.State.ActiveSkills, name)
 	}
-	t.l.mu.Unlock()
+	t.l.Unlock()
 }
 
 func (t *turn) onKnowledge(name string) {
-	t.l.mu.Lock()
-	if !slices.Contains(t.l.s.State.LoadedKnowledge, name) {
-		t.l.s.State.LoadedKnowledge = append(t.l.s.State.LoadedKnowledge, name)
+	t.l.Lock()
+	if !slices.Contains(t.l.S.State.LoadedKnowledge, name) {
+		t.l.S.State.LoadedKnowledge = append(t.l.S.State.LoadedKnowledge, name)
 	}
-	t.l.mu.Unlock()
+	t.l.Unlock()
 }
 
 // finish records the run on the session, stores it (even when the client left) and releases
@@ -381,8 +378,8 @@ func (t *turn) finish(ctx context.Context, res loop.Result) {
 	defer t.release()
 	rt, l := t.rt, t.l
 	now := rt.now()
-	l.mu.Lock()
-	s := l.s
+	l.Lock()
+	s := l.S
 	added := res.Messages[min(len(t.input), len(res.Messages)):]
 	for i, m := range added {
 		s.Messages = append(s.Messages, sessions.Entry{Message: m, At: now, Interrupted: res.Interrupted && i == len(added)-1})
@@ -397,18 +394,18 @@ func (t *turn) finish(ctx context.Context, res loop.Result) {
 	}
 	s.Status = sessions.StatusIdle
 	s.UpdatedAt = now
-	l.lastUsed = now
-	if l.queue == t.queue {
-		l.queue = nil
+	l.LastUsed = now
+	if l.Turn == t.queue {
+		l.Turn = nil
 	}
-	l.mu.Unlock()
+	l.Unlock()
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
-	if err := rt.persist(pctx, l); err != nil {
+	if err := rt.cache.Persist(pctx, l); err != nil {
 		rt.log.ErrorContext(ctx, "store turn result", "session", t.id, "err", err)
 		return
 	}
-	rt.doneWith(l)
+	rt.cache.Done(l)
 }
 
 // titleOf is the default title of a session: the first line of its first message.

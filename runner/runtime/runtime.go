@@ -18,6 +18,7 @@ import (
 	"svc/runner/loop"
 	"svc/runner/models"
 	"svc/runner/sessions"
+	"svc/runner/sessions/live"
 	"svc/runner/sessions/memstore"
 	"svc/runner/tools"
 )
@@ -99,16 +100,13 @@ type Runtime struct {
 	mux      *http.ServeMux
 	profiles map[profileKey]*profile
 	bus      *bus
-	inMemory bool // the store keeps sessions in memory: idle sessions are not kept live too
+	cache    *live.Cache // the sessions held in memory between requests
 
 	blobs     sessions.Blobs
 	blobCache *lru.Cache[string, []byte]
 	storage   StorageLimits
 	bodies    *BodyBudget
 	usage     agentUsage
-
-	mu   sync.Mutex
-	live map[string]*liveSession
 
 	done   chan struct{}
 	closed sync.Once
@@ -126,7 +124,7 @@ func New(opts Options) (*Runtime, error) {
 	rt := &Runtime{
 		opts: opts, ag: opts.Agent, store: opts.Sessions, locker: opts.Locker, models: opts.Models,
 		log: opts.Logger, now: opts.Now, idle: opts.IdleTimeout,
-		live: make(map[string]*liveSession), done: make(chan struct{}), bus: newBus(),
+		done: make(chan struct{}), bus: newBus(),
 		blobs: opts.Blobs, blobCache: newBlobCache(), storage: opts.Storage.withDefaults(), bodies: opts.Bodies,
 	}
 	if rt.blobs == nil {
@@ -137,9 +135,6 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if rt.store == nil {
 		rt.store = memstore.New()
-	}
-	if m, ok := rt.store.(sessions.InMemory); ok {
-		rt.inMemory = m.InMemory()
 	}
 	if rt.locker == nil {
 		rt.locker = &memstore.Locks{}
@@ -156,6 +151,7 @@ func New(opts Options) (*Runtime, error) {
 	if rt.idle <= 0 {
 		rt.idle = DefaultIdleTimeout
 	}
+	rt.cache = live.New(live.Config{Store: rt.store, AgentID: opts.AgentID, Shared: opts.SharedStore, Idle: rt.idle, Now: rt.now})
 	if rt.opts.Version == "" {
 		rt.opts.Version = rt.ag.Config.Version
 	}

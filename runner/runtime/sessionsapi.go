@@ -3,7 +3,6 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -11,6 +10,7 @@ import (
 	"svc/auth"
 	"svc/runner/models"
 	"svc/runner/sessions"
+	"svc/runner/sessions/live"
 )
 
 // prepareBody is the body of POST /sessions (spec §4.3).
@@ -47,7 +47,7 @@ func (rt *Runtime) prepareSession(w http.ResponseWriter, r *http.Request, c *cal
 		scopeID: body.ScopeID, agent: agentName, skill: body.Skill, deployID: body.DeployID,
 		model: body.Model, maxTokens: body.MaxSessionTokens, context: body.Context, metadata: body.Metadata,
 	})
-	rt.insert(rt.newLive(s, false))
+	rt.cache.Insert(rt.cache.NewSession(s, false))
 	writeJSON(w, http.StatusCreated, map[string]any{"session_id": s.ID, "idle_ttl_ms": rt.idle.Milliseconds()})
 	return nil
 }
@@ -154,19 +154,19 @@ func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller
 
 // visible returns the session id for a read, update or delete: 404 when it is missing or
 // hidden from c, the same answer for both (rule 2).
-func (rt *Runtime) visible(r *http.Request, c *caller) (*liveSession, error) {
+func (rt *Runtime) visible(r *http.Request, c *caller) (*live.Session, error) {
 	id := r.PathValue("id")
 	if checkSessionID("id", id) != nil {
 		return nil, apiErr(CodeNotFound)
 	}
-	l, err := rt.lookup(r.Context(), id)
-	if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, errOtherAgent) {
+	l, err := rt.cache.Lookup(r.Context(), id)
+	if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, live.ErrOtherAgent) {
 		return nil, apiErr(CodeNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !l.seenBy(c) {
+	if !seenBy(l, c) {
 		return nil, apiErr(CodeNotFound)
 	}
 	return l, nil
@@ -178,20 +178,20 @@ func (rt *Runtime) getHistory(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
-	defer rt.doneWith(l)
-	l.mu.Lock()
-	it := item(l.s.Clone(), true)
-	l.mu.Unlock()
+	defer rt.cache.Done(l)
+	l.Lock()
+	it := item(l.S.Clone(), true)
+	l.Unlock()
 	writeJSON(w, http.StatusOK, it)
 	return nil
 }
 
 // checkStored checks ownership of the stored record too: update and delete check both live
 // and persisted ownership (rule 2).
-func (rt *Runtime) checkStored(r *http.Request, c *caller, l *liveSession) error {
-	l.mu.Lock()
-	persisted, id := l.persisted, l.s.ID
-	l.mu.Unlock()
+func (rt *Runtime) checkStored(r *http.Request, c *caller, l *live.Session) error {
+	l.Lock()
+	persisted, id := l.Persisted, l.S.ID
+	l.Unlock()
 	if !persisted {
 		return nil
 	}
@@ -229,7 +229,7 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	if err != nil {
 		return err
 	}
-	defer rt.doneWith(l)
+	defer rt.cache.Done(l)
 	if !rt.opts.SharedStore {
 		if err := rt.checkStored(r, c, l); err != nil {
 			return err
@@ -238,22 +238,22 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 		// Another runtime may store a turn of this session at any moment: change the session
 		// under its turn lock, from its latest state (whose owner the refresh reads: no
 		// checkStored), or, while a turn runs here, on the live copy that turn will store.
-		release, err := rt.locker.TryLock(r.Context(), l.id)
+		release, err := rt.locker.TryLock(r.Context(), l.ID)
 		switch {
 		case err == nil:
 			defer release()
-			if err := rt.refresh(r.Context(), l); errors.Is(err, sessions.ErrNotFound) || errors.Is(err, errOtherAgent) {
+			if err := rt.cache.Refresh(r.Context(), l); errors.Is(err, sessions.ErrNotFound) || errors.Is(err, live.ErrOtherAgent) {
 				return apiErr(CodeNotFound)
 			} else if err != nil {
 				return err
 			}
-			if !l.seenBy(c) {
+			if !seenBy(l, c) {
 				return apiErr(CodeNotFound)
 			}
 		case errors.Is(err, sessions.ErrLocked):
-			l.mu.Lock()
-			here := l.queue != nil
-			l.mu.Unlock()
+			l.Lock()
+			here := l.Turn != nil
+			l.Unlock()
 			if !here {
 				return apiErr(CodeTurnInProgress)
 			}
@@ -261,36 +261,25 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 			return fmt.Errorf("lock session: %w", err)
 		}
 	}
-	// The change and its save hold saveMu together: a refresh (which holds it too) never falls
-	// between them and puts back the stored state without the change.
-	l.saveMu.Lock()
-	defer l.saveMu.Unlock()
-	l.mu.Lock()
-	merged := maps.Clone(l.s.Metadata)
-	if merged == nil {
-		merged = map[string]string{}
-	}
-	maps.Copy(merged, body.Metadata)
-	if len(merged) > MaxMetadataKeys {
-		l.mu.Unlock()
-		return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
-	}
-	l.s.Metadata = merged
-	if body.Title != nil {
-		l.s.Title = *body.Title
-	}
-	l.s.UpdatedAt = rt.now()
-	l.lastUsed = rt.now()
-	persisted := l.persisted
-	l.mu.Unlock()
-	if persisted { // a prepared session is stored at its first turn, with these changes
-		if err := rt.persistLocked(r.Context(), l); err != nil {
-			return err
+	// The change and its save go together (live.Cache.Update): a refresh never falls between them.
+	err = rt.cache.Update(r.Context(), l, func(s *sessions.Session) error {
+		merged := mergeMetadata(s.Metadata, body.Metadata)
+		if len(merged) > MaxMetadataKeys {
+			return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
 		}
+		s.Metadata = merged
+		if body.Title != nil {
+			s.Title = *body.Title
+		}
+		s.UpdatedAt = rt.now()
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	l.mu.Lock()
-	it := item(l.s.Clone(), false)
-	l.mu.Unlock()
+	l.Lock()
+	it := item(l.S.Clone(), false)
+	l.Unlock()
 	writeJSON(w, http.StatusOK, it)
 	return nil
 }
@@ -304,7 +293,7 @@ func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *call
 	if err := rt.checkStored(r, c, l); err != nil {
 		return err
 	}
-	release, err := rt.locker.TryLock(r.Context(), l.id)
+	release, err := rt.locker.TryLock(r.Context(), l.ID)
 	if errors.Is(err, sessions.ErrLocked) {
 		return apiErr(CodeTurnInProgress)
 	}
@@ -312,10 +301,10 @@ func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *call
 		return err
 	}
 	defer release()
-	l.mu.Lock()
-	id, persisted := l.s.ID, l.persisted
-	l.mu.Unlock()
-	rt.forget(id)
+	l.Lock()
+	id, persisted := l.S.ID, l.Persisted
+	l.Unlock()
+	rt.cache.Forget(id)
 	if persisted {
 		if err := rt.store.Delete(r.Context(), id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
 			return err
@@ -357,11 +346,11 @@ func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *calle
 	if err != nil {
 		return err
 	}
-	defer rt.doneWith(l)
-	l.mu.Lock()
-	q := l.queue
-	full := rt.checkSessionStorage(l.s, int64(len(*body.Message)))
-	l.mu.Unlock()
+	defer rt.cache.Done(l)
+	l.Lock()
+	q := l.Turn
+	full := rt.checkSessionStorage(l.S, int64(len(*body.Message)))
+	l.Unlock()
 	if full != nil {
 		return full
 	}

@@ -36,10 +36,10 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 		if err != nil {
 			return err
 		}
-		defer rt.doneWith(l)
-		l.mu.Lock()
-		s := l.s.Clone()
-		l.mu.Unlock()
+		defer rt.cache.Done(l)
+		l.Lock()
+		s := l.S.Clone()
+		l.Unlock()
 		prof = rt.sessionProfile(s)
 		agentName = s.Agent
 		out["session_id"] = s.ID
@@ -183,10 +183,10 @@ func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) err
 
 // inScope reports whether the session of an event is visible to c.
 func (rt *Runtime) inScope(r *http.Request, id string, c *caller) bool {
-	l, err := rt.lookup(r.Context(), id)
+	l, err := rt.cache.Lookup(r.Context(), id)
 	if err != nil {
 		return false
 	}
-	defer rt.doneWith(l)
-	return l.seenBy(c)
+	defer rt.cache.Done(l)
+	return seenBy(l, c)
 }
