@@ -23,6 +23,9 @@ import (
 // persistTimeout bounds the save of a turn's result, which outlives a client that left.
 const persistTimeout = 30 * time.Second
 
+// errLockLost is the cancellation cause of a turn whose session lock was lost.
+var errLockLost = errors.New("runtime: the session's turn lock was lost")
+
 // turn is one chat turn between beginTurn and its done frame.
 type turn struct {
 	rt       *Runtime
@@ -35,6 +38,7 @@ type turn struct {
 	modelErr error
 	warnings []string
 	release  func()
+	lost     <-chan struct{} // closed when the turn lock is lost (nil: it cannot be)
 	queue    *loop.Queue
 	input    []models.Message
 	history  []models.Message
@@ -61,11 +65,11 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 		return nil, err
 	}
 	// 2, 3. Resolve the session and take its turn lock.
-	l, release, err := rt.lockSession(ctx, c, req)
+	l, lk, err := rt.lockSession(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{rt: rt, l: l, id: l.ID, release: release, queue: loop.NewQueue()}
+	t := &turn{rt: rt, l: l, id: l.ID, release: lk.release, lost: lk.lost, queue: loop.NewQueue()}
 	// Every check that can refuse the message comes before its attachments are stored, so a
 	// refused message stores nothing; then the content goes to the session's blobs, apart from
 	// its history rows, and setup cannot fail.
@@ -102,47 +106,60 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 // request of this runtime holds it) is refreshed under the lock. An unknown id creates a session
 // with that id; a session the caller may not see is never resumed: the caller gets a fresh
 // session instead (rules 5, 6).
-func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*live.Session, func(), error) {
+func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*live.Session, turnLock, error) {
 	if id := req.SessionID; id != "" {
-		release, err := rt.tryLock(ctx, id)
+		lk, err := rt.tryLock(ctx, id)
 		if err != nil {
-			return nil, nil, err
+			return nil, turnLock{}, err
 		}
 		l, err := rt.resume(ctx, c, req, id)
 		switch {
 		case err != nil:
-			release()
-			return nil, nil, err
+			lk.release()
+			return nil, turnLock{}, err
 		case l != nil:
-			return l, release, nil
+			return l, lk, nil
 		}
-		release() // not the caller's: a fresh session instead
+		lk.release() // not the caller's: a fresh session instead
 	}
 	l, err := rt.create(c, req, newSessionID())
 	if err != nil {
-		return nil, nil, err
+		return nil, turnLock{}, err
 	}
 	if l == nil {
-		return nil, nil, errors.New("new session id already taken") // 80 random bits: not in practice
+		return nil, turnLock{}, errors.New("new session id already taken") // 80 random bits: not in practice
 	}
-	release, err := rt.tryLock(ctx, l.ID)
+	lk, err := rt.tryLock(ctx, l.ID)
 	if err != nil {
 		rt.cache.Drop(l)
-		return nil, nil, err
+		return nil, turnLock{}, err
 	}
-	return l, release, nil
+	return l, lk, nil
 }
 
-// tryLock takes the turn lock of session id.
-func (rt *Runtime) tryLock(ctx context.Context, id string) (func(), error) {
-	release, err := rt.locker.TryLock(ctx, id)
+// turnLock is a chat's hold on its session: release frees it; lost, when not nil, is closed if
+// the lock is lost before that (a shared lock that could not be renewed).
+type turnLock struct {
+	release func()
+	lost    <-chan struct{}
+}
+
+// tryLock takes the turn lock of session id, watching for its loss when the Locker can.
+func (rt *Runtime) tryLock(ctx context.Context, id string) (turnLock, error) {
+	var lk turnLock
+	var err error
+	if w, ok := rt.locker.(sessions.Watcher); ok {
+		lk.release, lk.lost, err = w.TryLockWatch(ctx, id)
+	} else {
+		lk.release, err = rt.locker.TryLock(ctx, id)
+	}
 	if errors.Is(err, sessions.ErrLocked) {
-		return nil, apiErr(CodeTurnInProgress)
+		return turnLock{}, apiErr(CodeTurnInProgress)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lock session: %w", err)
+		return turnLock{}, fmt.Errorf("lock session: %w", err)
 	}
-	return release, nil
+	return lk, nil
 }
 
 // resume returns the session id for a turn whose lock the caller holds: the stored or live
@@ -333,6 +350,19 @@ func (t *turn) run(ctx context.Context, sink loop.Sink) loop.Result {
 	if t.fresh && t.prof.skill != nil {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeSkillActivated, SkillName: t.prof.skill.Name})
 	}
+	if t.lost != nil {
+		// A lost lock means another runtime may take the session: the turn stops at once.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-t.lost:
+				cancel(errLockLost)
+			case <-ctx.Done():
+			}
+		}()
+	}
 	var res loop.Result
 	if t.modelErr != nil {
 		t.rt.log.WarnContext(ctx, "model unavailable", "provider", t.ref.Provider, "model", t.ref.Model, "err", t.modelErr)
@@ -346,6 +376,11 @@ func (t *turn) run(ctx context.Context, sink loop.Sink) loop.Result {
 			MaxTurns: t.rt.opts.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Logger: t.rt.log,
 		})
+	}
+	if errors.Is(context.Cause(ctx), errLockLost) {
+		t.rt.log.ErrorContext(ctx, "turn stopped: its session lock was lost", "session", t.id)
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "the session's turn lock was lost (another runtime may run a turn on it now): the turn stopped and its answer was not stored"})
+		res.Reason = loop.ReasonError
 	}
 	t.finish(ctx, res)
 	total := res.Usage.Total()
@@ -376,6 +411,17 @@ func (t *turn) onKnowledge(name string) {
 // the turn lock.
 func (t *turn) finish(ctx context.Context, res loop.Result) {
 	defer t.release()
+	if errors.Is(context.Cause(ctx), errLockLost) {
+		// The session may be another runtime's now: store nothing over it, and let the next
+		// request read it from the store again.
+		t.l.Lock()
+		if t.l.Turn == t.queue {
+			t.l.Turn = nil
+		}
+		t.l.Unlock()
+		t.rt.cache.Drop(t.l)
+		return
+	}
 	rt, l := t.rt, t.l
 	now := rt.now()
 	l.Lock()

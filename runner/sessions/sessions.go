@@ -197,3 +197,11 @@ type Locker interface {
 	// ErrLocked when the lock is held. release is safe to call more than once.
 	TryLock(ctx context.Context, id string) (release func(), err error)
 }
+
+// Watcher is optionally implemented by a Locker whose locks can be lost while held: a lease that
+// could not be renewed in time, so that another runner may take the session. TryLockWatch is
+// TryLock, and lost is closed when the lock is lost before it is released; a turn then stops, as
+// it no longer owns the session.
+type Watcher interface {
+	TryLockWatch(ctx context.Context, id string) (release func(), lost <-chan struct{}, err error)
+}

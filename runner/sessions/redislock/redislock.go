@@ -32,7 +32,10 @@ type Locker struct {
 	log    *slog.Logger
 }
 
-var _ sessions.Locker = (*Locker)(nil)
+var (
+	_ sessions.Locker  = (*Locker)(nil)
+	_ sessions.Watcher = (*Locker)(nil)
+)
 
 // Config configures a Locker. Zero values take the documented defaults.
 type Config struct {
@@ -66,23 +69,32 @@ var renew = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then retur
 
 // TryLock implements sessions.Locker. The lock is renewed every TTL/3 until release is called.
 func (l *Locker) TryLock(ctx context.Context, id string) (func(), error) {
+	release, _, err := l.TryLockWatch(ctx, id)
+	return release, err
+}
+
+// TryLockWatch implements sessions.Watcher: lost is closed when a renewal finds the key gone or
+// another runner's, or when no renewal has succeeded for a whole TTL (the key has expired).
+func (l *Locker) TryLockWatch(ctx context.Context, id string) (func(), <-chan struct{}, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	token := hex.EncodeToString(b[:])
 	key := l.prefix + id
 	ok, err := l.rdb.SetNX(ctx, key, token, l.ttl).Result()
 	if err != nil {
-		return nil, fmt.Errorf("redislock: lock %s: %w", id, err)
+		return nil, nil, fmt.Errorf("redislock: lock %s: %w", id, err)
 	}
 	if !ok {
-		return nil, sessions.ErrLocked
+		return nil, nil, sessions.ErrLocked
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	lost := make(chan struct{})
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(l.ttl / 3)
 		defer tick.Stop()
+		renewed := time.Now()
 		for {
 			select {
 			case <-stop:
@@ -91,11 +103,19 @@ func (l *Locker) TryLock(ctx context.Context, id string) (func(), error) {
 				rctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
 				n, err := renew.Run(rctx, l.rdb, []string{key}, token, l.ttl.Milliseconds()).Int()
 				cancel()
-				if err != nil {
-					l.log.Warn("renew session lock", "session_id", id, "err", err)
-				} else if n == 0 {
+				switch {
+				case err == nil && n == 0:
 					l.log.Warn("session lock lost", "session_id", id)
+					close(lost)
 					return
+				case err == nil:
+					renewed = time.Now()
+				case time.Since(renewed) >= l.ttl:
+					l.log.Warn("session lock lost: not renewed for its whole time to live", "session_id", id, "err", err)
+					close(lost)
+					return
+				default:
+					l.log.Warn("renew session lock", "session_id", id, "err", err)
 				}
 			}
 		}
@@ -111,5 +131,5 @@ func (l *Locker) TryLock(ctx context.Context, id string) (func(), error) {
 				l.log.Warn("release session lock", "session_id", id, "err", err)
 			}
 		})
-	}, nil
+	}, lost, nil
 }

@@ -137,3 +137,32 @@ func TestConcurrentTryLock(t *testing.T) {
 		t.Fatalf("%d of 16 concurrent TryLocks won, want 1", won.Load())
 	}
 }
+
+// TestLostLockIsReported: a lock whose key another runner took (or that expired) is reported
+// lost at the next renewal, and release then leaves the new owner's lock alone.
+func TestLostLockIsReported(t *testing.T) {
+	rdb := newRedis(t)
+	p := prefix()
+	l := redislock.New(rdb, redislock.Config{Prefix: p, TTL: time.Second})
+	ctx := context.Background()
+	release, lost, err := l.TryLockWatch(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	select {
+	case <-lost:
+		t.Fatal("a held lock was reported lost")
+	case <-time.After(500 * time.Millisecond): // more than one renewal
+	}
+	rdb.Set(ctx, p+"s", "another runner's token", time.Minute)
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lock taken by another runner was not reported lost")
+	}
+	release()
+	if v := rdb.Get(ctx, p+"s").Val(); v != "another runner's token" {
+		t.Errorf("release after the loss touched the new owner's key: %q", v)
+	}
+}
