@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 
@@ -22,14 +24,14 @@ func devCommand() *cobra.Command {
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address to listen on")
 	cmd.Flags().StringVar(&defaultModel, "default-model", os.Getenv("SVC_DEFAULT_MODEL"), "provider/model used when svc.json names none (env SVC_DEFAULT_MODEL)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		o := runtime.DevOptions{Dir: ".", AuthToken: os.Getenv("AUTH_TOKEN"), Logger: newLogger(Config{LogLevel: "info"}, os.Stderr)}
+		log := newLogger(Config{LogLevel: "info"}, os.Stderr)
+		o := runtime.DevOptions{Dir: ".", AuthToken: os.Getenv("AUTH_TOKEN"), Logger: log}
 		if len(args) == 1 {
 			o.Dir = args[0]
 		}
 		if port < 0 || port > 65535 {
 			return fmt.Errorf("--port %d: want 0 to 65535", port)
 		}
-		o.Addr = host + ":" + strconv.Itoa(port)
 		if defaultModel != "" {
 			m, err := runtime.ParseModel(defaultModel)
 			if err != nil {
@@ -37,8 +39,25 @@ func devCommand() *cobra.Command {
 			}
 			o.DefaultModel = m
 		}
-		o.Ready = func(url string) { fmt.Fprintf(cmd.OutOrStdout(), "svc dev: serving %s on %s\n", o.Dir, url) }
-		return runtime.ServeDev(cmd.Context(), o)
+		rt, ag, err := runtime.NewDev(o)
+		if err != nil {
+			return err
+		}
+		closeRuntime := func(ctx context.Context) {
+			if err := rt.Close(ctx); err != nil {
+				log.Warn("svc dev: close the runtime", "err", err)
+			}
+		}
+		addr := net.JoinHostPort(host, strconv.Itoa(port))
+		err = serve(cmd.Context(), addr, rt, func(a net.Addr) {
+			log.Info("svc dev: serving agent", "agent", ag.Config.Name, "version", ag.Config.Version, "url", "http://"+a.String(), "auth", o.AuthToken != "")
+			fmt.Fprintf(cmd.OutOrStdout(), "svc dev: serving %s on http://%s\n", o.Dir, a)
+		}, closeRuntime)
+		if err != nil {
+			closeRuntime(context.Background()) // serve failed before it stopped the runtime
+			return fmt.Errorf("svc dev: %w", err)
+		}
+		return nil
 	}
 	return cmd
 }

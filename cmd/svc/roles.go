@@ -190,7 +190,9 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		fmt.Fprintf(out, "  admin token   %s\n                (shown once; also saved to %s/admin-token)\n", token, cfg.DataDir)
 	}
 	return runGroup(ctx,
-		func(ctx context.Context) error { return serveListener(ctx, ln, hostSplit(router, a.Handler())) },
+		func(ctx context.Context) error {
+			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { router.Close() })
+		},
 		p.runQueue,
 		p.revocations.Run,
 	)
@@ -211,7 +213,7 @@ func roleAPI(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logg
 	}
 	return serve(ctx, cfg.Addr, a.Handler(), func(addr net.Addr) {
 		fmt.Fprintf(cmd.OutOrStdout(), "svc %s api on http://%s\n", version, addr)
-	})
+	}, nil)
 }
 
 func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
@@ -251,7 +253,7 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		func(ctx context.Context) error {
 			return serve(ctx, cfg.Addr, hostSplit(router, health), func(addr net.Addr) {
 				fmt.Fprintf(cmd.OutOrStdout(), "svc %s runner on http://%s (agents at http://<slug>.%s)\n", version, addr, cfg.AppsDomain)
-			})
+			}, func(context.Context) { router.Close() })
 		},
 		p.revocations.Run,
 	)

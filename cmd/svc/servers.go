@@ -56,7 +56,7 @@ func migrateCommand() *cobra.Command {
 }
 
 // serve listens on addr and runs serveListener; ready, when not nil, learns the bound address.
-func serve(ctx context.Context, addr string, h http.Handler, ready func(net.Addr)) error {
+func serve(ctx context.Context, addr string, h http.Handler, ready func(net.Addr), stopping func(context.Context)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
@@ -64,11 +64,14 @@ func serve(ctx context.Context, addr string, h http.Handler, ready func(net.Addr
 	if ready != nil {
 		ready(ln.Addr())
 	}
-	return serveListener(ctx, ln, h)
+	return serveListener(ctx, ln, h, stopping)
 }
 
-// serveListener serves h on ln until ctx is done, then shuts down with a fresh, bounded ctx.
-func serveListener(ctx context.Context, ln net.Listener, h http.Handler) error {
+// serveListener serves h on ln until ctx is done, then shuts down with a fresh, bounded ctx:
+// stopping, when not nil, is called first with that ctx, to end what would keep connections open
+// (runtimes' event streams), so that the shutdown need not wait for them. It is the one server
+// lifecycle of every role and of svc dev.
+func serveListener(ctx context.Context, ln net.Listener, h http.Handler, stopping func(context.Context)) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -79,6 +82,9 @@ func serveListener(ctx context.Context, ln net.Listener, h http.Handler) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
+	if stopping != nil {
+		stopping(shutdownCtx)
+	}
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		_ = srv.Close() // the deadline passed: cut what is left
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -13,40 +14,33 @@ import (
 	"svc/runner/runtime"
 )
 
-func TestServeDev(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	urls := make(chan string, 1)
-	errc := make(chan error, 1)
-	go func() {
-		errc <- runtime.ServeDev(ctx, runtime.DevOptions{Dir: agenttest.Dir(t, "hello"), Addr: "127.0.0.1:0", AuthToken: "tok", Logger: quietLogger(),
-			Ready: func(url string) { urls <- url }})
-	}()
-	var url string
-	select {
-	case url = <-urls:
-	case err := <-errc:
-		t.Fatalf("ServeDev: %v", err)
+func TestNewDev(t *testing.T) {
+	rt, ag, err := runtime.NewDev(runtime.DevOptions{Dir: agenttest.Dir(t, "hello"), AuthToken: "tok", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("POST", url+"/chat/sync", strings.NewReader(`{"message":"hi"}`))
+	defer func() {
+		if err := rt.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	srv := httptest.NewServer(rt)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/chat/sync", strings.NewReader(`{"message":"hi"}`))
 	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `"text":"echo: hi"`) {
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"text":"echo: hi"`) || ag.Config.Name != "hello" {
 		t.Errorf("chat: %d %s", resp.StatusCode, body)
 	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Errorf("ServeDev after cancel: %v", err)
-	}
-	http.DefaultClient.CloseIdleConnections()
 }
 
-func TestServeDevInvalidTree(t *testing.T) {
-	err := runtime.ServeDev(context.Background(), runtime.DevOptions{Dir: agenttest.Dir(t, "broken"), Addr: "127.0.0.1:0", Logger: quietLogger()})
+func TestNewDevInvalidTree(t *testing.T) {
+	_, _, err := runtime.NewDev(runtime.DevOptions{Dir: agenttest.Dir(t, "broken"), Logger: quietLogger()})
 	var problems agent.Problems
 	if !errors.As(err, &problems) || len(problems) < 3 {
 		t.Fatalf("err = %v, want the tree's problems", err)
