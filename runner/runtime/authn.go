@@ -62,6 +62,17 @@ func (rt *Runtime) authenticate(r *http.Request) (*caller, error) {
 	return &caller{userID: claims.UserID, scope: claims.ScopeID, method: MethodRuntimeToken}, nil
 }
 
+// trusted refuses an end user: the inspect routes show the agent's whole system prompt and its
+// connections' resolved addresses, for the application's backend and its developers (a runtime
+// token without a user id, AUTH_TOKEN, or no authentication under svc dev), not for the
+// browser of a verified user.
+func (c *caller) trusted() error {
+	if c.userID != "" {
+		return &APIError{Code: CodeForbidden, Message: "the inspect routes need a trusted caller: a runtime token minted without user_id"}
+	}
+	return nil
+}
+
 // sees reports whether c may see s (spec §4.6 rules 2, 3, 6): not when s is owned by another
 // verified user, nor when c's token claims a scope other than s's.
 func (c *caller) sees(s *sessions.Session) bool {

@@ -25,6 +25,9 @@ type namedText struct {
 // active skills and the loaded knowledge. With ?session_id= it shows that session (its
 // context filled in); otherwise the agent (?agent=, ?skill=) with its templates unfilled.
 func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *caller) error {
+	if err := c.trusted(); err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	out := map[string]any{}
 	var prof *profile
@@ -90,6 +93,9 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 // inspectConnection serves GET /inspect/connections/{name}: the connection's spec with its
 // base URL resolved and every credential shown as its env: name only, never its value.
 func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, c *caller) error {
+	if err := c.trusted(); err != nil {
+		return err
+	}
 	name := r.PathValue("name")
 	conn := rt.ag.Connections[name]
 	if conn == nil {

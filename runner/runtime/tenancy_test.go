@@ -55,6 +55,9 @@ func TestRuntimeAuth(t *testing.T) {
 				if want == 200 && route.path == "/sessions/history/x" {
 					want = 404
 				}
+				if want == 200 && route.path == "/inspect/context" {
+					want = 403 // a verified user's token: inspecting is for trusted callers
+				}
 				if r.Status != want {
 					t.Errorf("%s %s: status %d, want %d: %s", route.method, route.path, r.Status, want, r.Body)
 				}
@@ -69,6 +72,15 @@ func TestRuntimeAuth(t *testing.T) {
 	}
 	if r := e.do("GET", "/health", "", nil); r.Status != 200 {
 		t.Errorf("/health needs no token: %d", r.Status)
+	}
+	// A trusted caller (a token minted without a user) may inspect; a user's token may not.
+	for path, want := range map[string]int{"/inspect/context": 200, "/inspect/connections/none": 404} {
+		if r := e.do("GET", path, sg.token(agentID, "", ""), nil); r.Status != want {
+			t.Errorf("%s with a trusted token = %d, want %d: %s", path, r.Status, want, r.Body)
+		}
+		if r := e.do("GET", path, sg.token(agentID, "u", ""), nil); r.Status != 403 || r.JSON["error"] != "forbidden" {
+			t.Errorf("%s with a user's token = %d %s, want 403", path, r.Status, r.Body)
+		}
 	}
 }
 
