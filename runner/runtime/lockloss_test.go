@@ -6,13 +6,10 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"svc/agent"
 	"svc/migrations/dbtest"
@@ -27,19 +24,7 @@ import (
 // key), the turn stops at once with an error frame and done reason error, stores nothing over
 // the session, and the session serves the next turn.
 func TestLostLockStopsTheTurn(t *testing.T) {
-	redisURL := os.Getenv("SVC_TEST_REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		dbtest.Missing(t, "Redis at "+opt.Addr, err)
-	}
+	rdb := dbtest.Redis(t)
 	prefix := "svc:test:lockloss:" + time.Now().Format("150405.000000") + ":"
 
 	srv := modelstest.NewOpenAIServer(t, modelstest.Turn{Text: []string{"never"}}, modelstest.Turn{Text: []string{"second"}})

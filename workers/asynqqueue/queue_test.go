@@ -19,36 +19,10 @@ import (
 	"svc/workers/queuetest"
 )
 
-// defaultRedisURL is the server tests use when SVC_TEST_REDIS_URL is unset.
-const defaultRedisURL = "redis://127.0.0.1:6379/0"
-
-func redisURL() string {
-	if u := os.Getenv("SVC_TEST_REDIS_URL"); u != "" {
-		return u
-	}
-	return defaultRedisURL
-}
+func redisURL() string { return dbtest.RedisURL() }
 
 // redisClient connects to the test Redis, skipping (or failing under CI) when it is not there.
-func redisClient(tb testing.TB) *redis.Client {
-	tb.Helper()
-	opt, err := redis.ParseURL(redisURL())
-	if err != nil {
-		tb.Fatalf("SVC_TEST_REDIS_URL: %v", err)
-	}
-	rdb := redis.NewClient(opt)
-	tb.Cleanup(func() {
-		if err := rdb.Close(); err != nil {
-			tb.Errorf("close redis: %v", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		dbtest.Missing(tb, "Redis at "+redisURL(), err)
-	}
-	return rdb
-}
+func redisClient(tb testing.TB) *redis.Client { return dbtest.Redis(tb) }
 
 // An address is the Redis URL with the test's private queue name as its fragment.
 func splitAddr(tb testing.TB, addr string) (redisURL, queue string) {
@@ -163,20 +137,20 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		ok   bool
 		want string
 	}{
-		{"defaults", asynqqueue.Config{RedisURL: defaultRedisURL}, true, ""},
+		{"defaults", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL}, true, ""},
 		{"no RedisURL", asynqqueue.Config{}, false, "RedisURL"},
 		{"wrong scheme", asynqqueue.Config{RedisURL: "http://127.0.0.1:6379"}, false, "RedisURL"},
 		{"no host", asynqqueue.Config{RedisURL: "redis:///0"}, false, "RedisURL"},
 		{"bad db number", asynqqueue.Config{RedisURL: "redis://127.0.0.1:6379/x"}, false, "RedisURL"},
 		{"password is redacted", asynqqueue.Config{RedisURL: "redis://:secret@127.0.0.1:6379/x"}, false, "xxxxx"},
-		{"Queue with a brace", asynqqueue.Config{RedisURL: defaultRedisURL, Queue: "a{b}"}, false, "Queue"},
-		{"Queue at limit", asynqqueue.Config{RedisURL: defaultRedisURL, Queue: strings.Repeat("q", asynqqueue.MaxQueueLen)}, true, ""},
-		{"Queue over limit", asynqqueue.Config{RedisURL: defaultRedisURL, Queue: strings.Repeat("q", asynqqueue.MaxQueueLen+1)}, false, "Queue"},
-		{"negative Concurrency", asynqqueue.Config{RedisURL: defaultRedisURL, Concurrency: -1}, false, "Concurrency"},
-		{"Concurrency at limit", asynqqueue.Config{RedisURL: defaultRedisURL, Concurrency: asynqqueue.MaxConcurrency}, true, ""},
-		{"Concurrency over limit", asynqqueue.Config{RedisURL: defaultRedisURL, Concurrency: asynqqueue.MaxConcurrency + 1}, false, "Concurrency"},
-		{"negative PollInterval", asynqqueue.Config{RedisURL: defaultRedisURL, PollInterval: -1}, false, "PollInterval"},
-		{"negative RetryBase", asynqqueue.Config{RedisURL: defaultRedisURL, RetryBase: -1}, false, "RetryBase"},
+		{"Queue with a brace", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Queue: "a{b}"}, false, "Queue"},
+		{"Queue at limit", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Queue: strings.Repeat("q", asynqqueue.MaxQueueLen)}, true, ""},
+		{"Queue over limit", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Queue: strings.Repeat("q", asynqqueue.MaxQueueLen+1)}, false, "Queue"},
+		{"negative Concurrency", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Concurrency: -1}, false, "Concurrency"},
+		{"Concurrency at limit", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Concurrency: asynqqueue.MaxConcurrency}, true, ""},
+		{"Concurrency over limit", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Concurrency: asynqqueue.MaxConcurrency + 1}, false, "Concurrency"},
+		{"negative PollInterval", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, PollInterval: -1}, false, "PollInterval"},
+		{"negative RetryBase", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, RetryBase: -1}, false, "RetryBase"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

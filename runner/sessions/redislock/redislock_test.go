@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,23 +17,7 @@ import (
 	"svc/runner/sessions/redislock"
 )
 
-func newRedis(t *testing.T) redis.UniversalClient {
-	t.Helper()
-	url := os.Getenv("SVC_TEST_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		dbtest.Missing(t, "Redis at "+opt.Addr, err)
-	}
-	return rdb
-}
+func newRedis(t *testing.T) redis.UniversalClient { return dbtest.Redis(t) }
 
 func prefix() string {
 	var b [6]byte
