@@ -11,7 +11,6 @@ import (
 	"svc/agent"
 	"svc/builder"
 	"svc/errcode"
-	"svc/registry"
 )
 
 type sourceFilesRequest struct {
@@ -33,23 +32,16 @@ func (a *API) createSourceVersion(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	// 2. Validate it: every problem at once, 400 INVALID_SOURCE.
-	if _, err := agent.Load(tree); err != nil {
-		var problems agent.Problems
-		if errors.As(err, &problems) {
-			return err
-		}
+	// 2. Validate, digest and store it: every problem at once, 400 INVALID_SOURCE.
+	sv, err := builder.Ingest(c.Request.Context(), a.sourceVersions, agentOf(c).ID, actor(c), tree)
+	switch {
+	case errors.Is(err, builder.ErrUnloadable):
 		return &Error{Code: errcode.InvalidSource, Message: "the source tree cannot be loaded", Cause: err}
-	}
-	// 3. Digest and store it.
-	digest, err := builder.Digest(tree)
-	if err != nil {
-		return sourceTreeError(err)
-	}
-	sv, err := a.sourceVersions.Create(c.Request.Context(), registry.NewSourceVersion{
-		AgentID: agentOf(c).ID, Digest: digest, CreatedBy: actor(c), Tree: tree,
-	})
-	if err != nil {
+	case err != nil:
+		var se *builder.SourceError
+		if errors.As(err, &se) {
+			return sourceTreeError(err)
+		}
 		return err
 	}
 	return writeJSON(c, http.StatusCreated, sourceVersionResponse{SourceVersionID: sv.ID, Digest: sv.Digest, Size: sv.Size, CreatedAt: sv.CreatedAt})

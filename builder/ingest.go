@@ -1,0 +1,33 @@
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"svc/agent"
+	"svc/registry"
+)
+
+// ErrUnloadable is wrapped by Ingest's error for a tree agent.Load cannot read at all (not a
+// list of problems).
+var ErrUnloadable = errors.New("builder: the source tree cannot be loaded")
+
+// Ingest takes an uploaded source tree in: it validates the tree as a build would (every problem
+// at once, as agent.Problems), digests it and stores it as a new source version of agentID. A
+// tree with problems stores nothing.
+func Ingest(ctx context.Context, versions *registry.SourceVersions, agentID, actor string, tree fs.FS) (registry.SourceVersion, error) {
+	if _, err := agent.Load(tree); err != nil {
+		var problems agent.Problems
+		if errors.As(err, &problems) {
+			return registry.SourceVersion{}, problems
+		}
+		return registry.SourceVersion{}, fmt.Errorf("%w: %w", ErrUnloadable, err)
+	}
+	digest, err := Digest(tree)
+	if err != nil {
+		return registry.SourceVersion{}, err
+	}
+	return versions.Create(ctx, registry.NewSourceVersion{AgentID: agentID, Digest: digest, CreatedBy: actor, Tree: tree})
+}
