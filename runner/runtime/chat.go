@@ -73,22 +73,24 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	// Every check that can refuse the message comes before its attachments are stored, so a
 	// refused message stores nothing; then the content goes to the session's blobs, apart from
 	// its history rows, and setup cannot fail.
+	// The history the model will see is taken, and its attachments read back, before that too.
 	l.Lock()
 	err = t.admit(req, size)
+	if err == nil {
+		t.readHistory()
+	}
 	l.Unlock()
+	if err == nil {
+		t.history, err = rt.loadParts(ctx, t.id, t.history)
+	}
+	if err == nil {
+		in.kept, err = rt.storeParts(ctx, t.id, in.parts)
+	}
 	if err != nil {
 		t.abandon()
 		return nil, err
 	}
-	if in.kept, err = rt.storeParts(ctx, t.id, in.parts); err != nil {
-		t.abandon()
-		return nil, err
-	}
 	t.setup(req, in)
-	if t.history, err = rt.loadParts(ctx, t.id, t.history); err != nil {
-		t.abandon()
-		return nil, err
-	}
 	// An eviction between lookup and lock must not orphan the running turn: its queue is
 	// found through the cache.
 	rt.cache.Insert(l)
@@ -226,6 +228,18 @@ func (t *turn) admit(req *chatRequest, size int64) error {
 	return nil
 }
 
+// readHistory takes, under l's lock, what of the session's history the model will see: the
+// entries after the compaction summary, and the summary.
+func (t *turn) readHistory() {
+	s := t.l.S
+	t.base = min(s.State.SummaryUpTo, len(s.Messages))
+	t.summary = s.State.Summary
+	t.history = make([]models.Message, 0, len(s.Messages)-t.base)
+	for i := t.base; i < len(s.Messages); i++ {
+		t.history = append(t.history, s.Messages[i].Message)
+	}
+}
+
 // mergeMetadata is the session's metadata with the request's keys set (latest value per key).
 func mergeMetadata(have, add map[string]string) map[string]string {
 	if len(add) == 0 {
@@ -279,12 +293,6 @@ func (t *turn) setup(req *chatRequest, in *input) {
 	}
 	t.warnings = append(t.warnings, in.warnings...)
 
-	t.base = min(s.State.SummaryUpTo, len(s.Messages))
-	t.summary = s.State.Summary
-	t.history = make([]models.Message, 0, len(s.Messages)-t.base)
-	for i := t.base; i < len(s.Messages); i++ {
-		t.history = append(t.history, s.Messages[i].Message)
-	}
 	t.budget, t.used = s.MaxSessionTokens, s.Usage.Total()
 	msg := models.Message{Role: models.RoleUser, Content: in.text, Parts: in.parts}
 	t.input = []models.Message{msg}

@@ -203,3 +203,41 @@ func TestLargeBodiesWaitForMemory(t *testing.T) {
 		t.Errorf("a large body after the first one ended = %d %s", r.Status, r.Body)
 	}
 }
+
+// TestUnreadableAttachmentStoresNothing: when an attachment of the history cannot be read back,
+// the chat fails before anything of it is kept: the history is as it was.
+func TestUnreadableAttachmentStoresNothing(t *testing.T) {
+	store, blobs := memstore.New(), &memstore.Blobs{}
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Sessions: store, Blobs: blobs})
+	att := []map[string]string{{"mimeType": "text/plain", "data": base64.StdEncoding.EncodeToString([]byte("notes"))}}
+	if r := e.do("POST", "/chat/sync", "", map[string]any{"message": "read", "session_id": "s1", "attachments": att}); r.Status != 200 {
+		t.Fatalf("chat = %d %s", r.Status, r.Body)
+	}
+	if err := blobs.Drop(context.Background(), "s1"); err != nil { // the content is gone
+		t.Fatal(err)
+	}
+	e = start(t, runtime.Options{Agent: loadAgent(t, "hello"), Sessions: store, Blobs: blobs}) // nothing cached
+	if r := e.do("POST", "/chat/sync", "", map[string]any{"message": "again", "session_id": "s1"}); r.Status != 500 {
+		t.Fatalf("chat with unreadable history = %d %s, want 500", r.Status, r.Body)
+	}
+	// Once the content is back, the next turn runs; the failed message left nothing behind.
+	if err := blobs.Put(context.Background(), "s1", sessions.BlobRef([]byte("notes")), []byte("notes")); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.do("POST", "/chat/sync", "", map[string]any{"message": "x", "session_id": "s1"}); r.Status != 200 {
+		t.Fatalf("next chat = %d %s", r.Status, r.Body)
+	}
+	s, err := store.Load(context.Background(), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, m := range s.Messages {
+		if m.Role == "user" {
+			said = append(said, m.Content)
+		}
+	}
+	if strings.Join(said, ",") != "read,x" {
+		t.Errorf("user messages in the history = %q, want read and x: the failed one must leave nothing", said)
+	}
+}
