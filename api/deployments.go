@@ -266,10 +266,7 @@ func (a *API) promote(c *gin.Context) error {
 		AgentID: ag.ID, From: req.FromEnvironment, To: to, Force: req.Force, Actor: actor(c),
 		Copy: func(ctx context.Context, d registry.Deployment) (string, error) {
 			// Bundles are immutable and content addressed: the new deployment shares the object.
-			// The copy onto itself proves it is present; opening it, that a runner can serve it.
-			if err := a.deps.Objects.Copy(ctx, d.BundleKey, d.BundleKey); err != nil {
-				return "", err
-			}
+			// Opening it as a runner does proves it is present and serves (no copy is made).
 			if err := a.servable(ctx, d); err != nil {
 				return "", err
 			}
