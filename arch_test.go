@@ -32,13 +32,18 @@ var forbidden = map[string][]string{
 // they must not import gorm themselves.
 var noDatabase = []string{"api", "webhook"}
 
+// noHTTP lists the folders below the runtime's routes: a turn, the loop, the session stores and
+// the tools know nothing of HTTP requests (models and connections make their own calls).
+var noHTTP = []string{"runner/turn", "runner/loop", "runner/sessions", "runner/tools"}
+
 func TestImportBoundaries(t *testing.T) {
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
 		}
-		top := strings.Split(filepath.ToSlash(path), "/")[0]
+		slash := filepath.ToSlash(path)
+		top := strings.Split(slash, "/")[0]
 		banned, ok := forbidden[top]
 		if !ok {
 			return nil
@@ -49,6 +54,11 @@ func TestImportBoundaries(t *testing.T) {
 		}
 		for _, imp := range f.Imports {
 			p := strings.Trim(imp.Path.Value, `"`)
+			for _, dir := range noHTTP {
+				if strings.HasPrefix(slash, dir+"/") && (p == "net/http" || p == "svc/runner/runtime") {
+					t.Errorf("%s imports %s: %s knows nothing of HTTP requests", path, p, dir)
+				}
+			}
 			if slices.Contains(noDatabase, top) && strings.HasPrefix(p, "gorm.io/") {
 				t.Errorf("%s imports %s: %s reaches the database through registry's stores only", path, p, top)
 			}

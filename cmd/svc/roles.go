@@ -26,6 +26,7 @@ import (
 	"svc/runner/sessions/memstore"
 	"svc/runner/sessions/objblobs"
 	"svc/runner/sessions/redislock"
+	"svc/runner/turn"
 	"svc/workers"
 )
 
@@ -103,7 +104,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			return runtime.New(runtime.Options{
 				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies,
-				Storage: runtime.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
+				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID),

@@ -291,6 +291,6 @@ func (rt *Runtime) chatAIStream(w http.ResponseWriter, r *http.Request, c *calle
 	if err := sw.Start(); err != nil {
 		cancel(loop.ErrUserAbort)
 	}
-	t.run(ctx, &aiSink{w: sw, cancel: cancel, now: rt.now, buf: make([]byte, 0, 256), messageID: auth.NewID("msg_")})
+	t.Run(ctx, &aiSink{w: sw, cancel: cancel, now: rt.now, buf: make([]byte, 0, 256), messageID: auth.NewID("msg_")})
 	return nil
 }

@@ -4,55 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
-	"time"
-	"unicode/utf8"
 
-	"svc/agent"
 	"svc/runner/loop"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 	"svc/runner/sse"
+	"svc/runner/turn"
 )
 
-// persistTimeout bounds the save of a turn's result, which outlives a client that left.
-const persistTimeout = 30 * time.Second
-
-// errLockLost is the cancellation cause of a turn whose session lock was lost.
-var errLockLost = errors.New("runtime: the session's turn lock was lost")
-
-// turn is one chat turn between beginTurn and its done frame.
-type turn struct {
-	rt       *Runtime
-	l        *live.Session
-	id       string
-	fresh    bool // the session's first turn: warnings and skill activation are announced
-	prof     *profile
-	ref      agent.ModelRef
-	provider models.Provider
-	modelErr error
-	warnings []string
-	release  func()
-	lost     <-chan struct{} // closed when the turn lock is lost (nil: it cannot be)
-	queue    *loop.Queue
-	input    []models.Message
-	history  []models.Message
-	summary  string
-	base     int // State.SummaryUpTo when the turn began
-	system   string
-	budget   int
-	used     int
-}
-
 // beginTurn validates a chat request, resolves its session (spec §4.6), takes the turn lock
-// and stores the user's message. Every error is returned before anything is streamed.
-func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (*turn, error) {
-	// 1. Validate.
+// and begins the turn, which stores the user's message. Every error is returned before
+// anything is streamed.
+func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (*turn.Turn, error) {
 	in, err := req.validate()
 	if err != nil {
 		return nil, err
@@ -60,46 +26,18 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err := rt.requireScope(c, req.ScopeID); err != nil {
 		return nil, err
 	}
-	size := entrySize(&models.Message{Content: in.text, Parts: in.parts})
-	if err := rt.checkAgentStorage(ctx, size); err != nil {
+	size := turn.EntrySize(&models.Message{Content: in.text, Parts: in.parts})
+	if err := rt.turns.CheckAgentStorage(ctx, size); err != nil {
 		return nil, err
 	}
-	// 2, 3. Resolve the session and take its turn lock.
 	l, lk, err := rt.lockSession(ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
-	t := &turn{rt: rt, l: l, id: l.ID, release: lk.release, lost: lk.lost, queue: loop.NewQueue()}
-	// Every check that can refuse the message comes before its attachments are stored, so a
-	// refused message stores nothing; then the content goes to the session's blobs, apart from
-	// its history rows, and setup cannot fail.
-	// The history the model will see is taken, and its attachments read back, before that too.
-	l.Lock()
-	err = t.admit(req, size)
-	if err == nil {
-		t.readHistory()
-	}
-	l.Unlock()
-	if err == nil {
-		t.history, err = rt.loadParts(ctx, t.id, t.history)
-	}
-	if err == nil {
-		in.kept, err = rt.storeParts(ctx, t.id, in.parts)
-	}
-	if err != nil {
-		t.abandon()
-		return nil, err
-	}
-	t.setup(req, in)
-	// An eviction between lookup and lock must not orphan the running turn: its queue is
-	// found through the cache.
-	rt.cache.Insert(l)
-	// 4. Store the request before running it, so that history shows it even if the process dies.
-	if err := rt.cache.Persist(ctx, l); err != nil {
-		t.abandon()
-		return nil, fmt.Errorf("store turn start: %w", err)
-	}
-	return t, nil
+	return rt.turns.Begin(ctx, turn.Start{
+		Session: l, Lock: lk, Text: in.text, Parts: in.parts, Size: size, Warnings: in.warnings,
+		Metadata: req.Metadata, Context: req.Context,
+	})
 }
 
 // lockSession resolves the session of a chat request (spec 4.6) and takes its turn lock. A
@@ -108,60 +46,35 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 // request of this runtime holds it) is refreshed under the lock. An unknown id creates a session
 // with that id; a session the caller may not see is never resumed: the caller gets a fresh
 // session instead (rules 5, 6).
-func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*live.Session, turnLock, error) {
+func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*live.Session, turn.Lock, error) {
 	if id := req.SessionID; id != "" {
-		lk, err := rt.tryLock(ctx, id)
+		lk, err := rt.turns.Lock(ctx, id)
 		if err != nil {
-			return nil, turnLock{}, err
+			return nil, turn.Lock{}, err
 		}
 		l, err := rt.resume(ctx, c, req, id)
 		switch {
 		case err != nil:
-			lk.release()
-			return nil, turnLock{}, err
+			lk.Release()
+			return nil, turn.Lock{}, err
 		case l != nil:
 			return l, lk, nil
 		}
-		lk.release() // not the caller's: a fresh session instead
+		lk.Release() // not the caller's: a fresh session instead
 	}
 	l, err := rt.create(c, req, newSessionID())
 	if err != nil {
-		return nil, turnLock{}, err
+		return nil, turn.Lock{}, err
 	}
 	if l == nil {
-		return nil, turnLock{}, errors.New("new session id already taken") // 80 random bits: not in practice
+		return nil, turn.Lock{}, errors.New("new session id already taken") // 80 random bits: not in practice
 	}
-	lk, err := rt.tryLock(ctx, l.ID)
+	lk, err := rt.turns.Lock(ctx, l.ID)
 	if err != nil {
 		rt.cache.Drop(l)
-		return nil, turnLock{}, err
+		return nil, turn.Lock{}, err
 	}
 	return l, lk, nil
-}
-
-// turnLock is a chat's hold on its session: release frees it; lost, when not nil, is closed if
-// the lock is lost before that (a shared lock that could not be renewed).
-type turnLock struct {
-	release func()
-	lost    <-chan struct{}
-}
-
-// tryLock takes the turn lock of session id, watching for its loss when the Locker can.
-func (rt *Runtime) tryLock(ctx context.Context, id string) (turnLock, error) {
-	var lk turnLock
-	var err error
-	if w, ok := rt.locker.(sessions.Watcher); ok {
-		lk.release, lk.lost, err = w.TryLockWatch(ctx, id)
-	} else {
-		lk.release, err = rt.locker.TryLock(ctx, id)
-	}
-	if errors.Is(err, sessions.ErrLocked) {
-		return turnLock{}, apiErr(CodeTurnInProgress)
-	}
-	if err != nil {
-		return turnLock{}, fmt.Errorf("lock session: %w", err)
-	}
-	return lk, nil
 }
 
 // resume returns the session id for a turn whose lock the caller holds: the stored or live
@@ -198,7 +111,7 @@ func (rt *Runtime) resume(ctx context.Context, c *caller, req *chatRequest, id s
 // create makes a live session of id for req (not stored before its first turn). When a live
 // session of that id appeared meanwhile it is returned instead if c may see it, else nil.
 func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*live.Session, error) {
-	agentName, _, err := rt.resolveProfile(req.Agent, req.Skill)
+	agentName, _, err := rt.profiles.Resolve(req.Agent, req.Skill)
 	if err != nil {
 		return nil, err
 	}
@@ -212,265 +125,6 @@ func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*live.Session
 		return nil, nil
 	}
 	return l, nil
-}
-
-// setup applies the request to the session under its lock and prepares the run.
-// admit checks, under l.mu, what could refuse a message of size bytes on the turn's session:
-// its storage bound and the metadata keys it would hold.
-func (t *turn) admit(req *chatRequest, size int64) error {
-	s := t.l.S
-	if err := t.rt.checkSessionStorage(s, size); err != nil {
-		return err
-	}
-	if n := len(mergeMetadata(s.Metadata, req.Metadata)); n > MaxMetadataKeys {
-		return invalid("metadata", "the session would hold %d keys; at most %d", n, MaxMetadataKeys)
-	}
-	return nil
-}
-
-// readHistory takes, under l's lock, what of the session's history the model will see: the
-// entries after the compaction summary, and the summary.
-func (t *turn) readHistory() {
-	s := t.l.S
-	t.base = min(s.State.SummaryUpTo, len(s.Messages))
-	t.summary = s.State.Summary
-	t.history = make([]models.Message, 0, len(s.Messages)-t.base)
-	for i := t.base; i < len(s.Messages); i++ {
-		t.history = append(t.history, s.Messages[i].Message)
-	}
-}
-
-// mergeMetadata is the session's metadata with the request's keys set (latest value per key).
-func mergeMetadata(have, add map[string]string) map[string]string {
-	if len(add) == 0 {
-		return have
-	}
-	merged := maps.Clone(have)
-	if merged == nil {
-		merged = make(map[string]string, len(add))
-	}
-	maps.Copy(merged, add)
-	return merged
-}
-
-// setup applies an admitted message to the turn's session: metadata, context, status, the
-// turn's prompt and model, and the user's entry in the history.
-func (t *turn) setup(req *chatRequest, in *input) {
-	rt, l := t.rt, t.l
-	l.Lock()
-	defer l.Unlock()
-	s := l.S
-	s.Metadata = mergeMetadata(s.Metadata, req.Metadata)
-	if req.Context != nil {
-		s.Context = maps.Clone(req.Context)
-	}
-	now := rt.now()
-	t.fresh = !l.Persisted && len(s.Messages) == 0
-	if s.Title == "" {
-		s.Title = titleOf(in.text)
-	}
-	s.Status = sessions.StatusRunning
-	s.UpdatedAt = now
-	l.LastUsed = now
-	l.Turn = t.queue
-
-	t.prof = rt.sessionProfile(s)
-	if t.prof.templated {
-		t.system = loop.Fill(t.prof.prompt, s.Context)
-	} else {
-		t.system = t.prof.prompt
-	}
-	var fallback bool
-	t.ref, fallback = rt.modelRef(s)
-	t.provider, t.modelErr = rt.models(t.ref)
-	if t.fresh {
-		if fallback {
-			t.warnings = append(t.warnings, "No model is configured (svc.json models.main or SVC_DEFAULT_MODEL), so this session uses the echo model, which repeats your message.")
-		}
-		if t.prof.omitted != "" {
-			t.warnings = append(t.warnings, t.prof.omitted)
-		}
-	}
-	t.warnings = append(t.warnings, in.warnings...)
-
-	t.budget, t.used = s.MaxSessionTokens, s.Usage.Total()
-	msg := models.Message{Role: models.RoleUser, Content: in.text, Parts: in.parts}
-	t.input = []models.Message{msg}
-	kept := models.Message{Role: models.RoleUser, Content: in.text, Parts: in.kept} // content by reference
-	s.Messages = append(s.Messages, sessions.Entry{Message: kept, At: now})
-	s.StoredBytes += entrySize(&kept)
-}
-
-// abandon undoes setup for a turn that never ran.
-func (t *turn) abandon() {
-	t.l.Lock()
-	if t.l.Turn == t.queue {
-		t.l.Turn = nil
-	}
-	t.l.S.Status = sessions.StatusIdle
-	t.l.Unlock()
-	t.queue.Close()
-	t.release()
-}
-
-// sessionProfile is the profile of a stored session; a session whose agent or skill no longer
-// exists (after a deploy) falls back to the default chat of its agent.
-func (rt *Runtime) sessionProfile(s *sessions.Session) *profile {
-	if p := rt.profiles[profileKey{s.Agent, s.Skill}]; p != nil {
-		return p
-	}
-	if p := rt.profiles[profileKey{s.Agent, ""}]; p != nil {
-		return p
-	}
-	name, p, err := rt.resolveProfile("", "")
-	if err != nil || p == nil {
-		return rt.profiles[profileKey{name, ""}]
-	}
-	return p
-}
-
-// modelRef picks the session's model: the request's choice, else svc.json models.main, else
-// the runtime default, else echo (fallback true).
-func (rt *Runtime) modelRef(s *sessions.Session) (agent.ModelRef, bool) {
-	main, hasMain := rt.ag.MainModel()
-	if !s.Model.IsZero() {
-		ref := agent.ModelRef{Provider: s.Model.Provider, Model: s.Model.Model, Effort: s.Model.Effort}
-		if hasMain && main.Provider == ref.Provider { // same provider: its endpoint and key apply
-			ref.BaseURL, ref.APIKey = main.BaseURL, main.APIKey
-		}
-		return ref, false
-	}
-	if hasMain {
-		return main, false
-	}
-	if rt.opts.DefaultModel.Provider != "" {
-		return rt.opts.DefaultModel, false
-	}
-	return agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}, true
-}
-
-// run streams the turn to sink and stores its result; sink errors (a gone client) cancel it.
-func (t *turn) run(ctx context.Context, sink loop.Sink) loop.Result {
-	_ = sink.Emit(&sse.Frame{Type: sse.TypeInit, SessionID: t.id}) // a gone client cancels ctx through the sink
-	for _, w := range t.warnings {
-		_ = sink.Emit(&sse.Frame{Type: sse.TypeWarning, Message: w})
-	}
-	if t.fresh && t.prof.skill != nil {
-		_ = sink.Emit(&sse.Frame{Type: sse.TypeSkillActivated, SkillName: t.prof.skill.Name})
-	}
-	if t.lost != nil {
-		// A lost lock means another runtime may take the session: the turn stops at once.
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go func() {
-			select {
-			case <-t.lost:
-				cancel(errLockLost)
-			case <-ctx.Done():
-			}
-		}()
-	}
-	var res loop.Result
-	if t.modelErr != nil {
-		t.rt.log.WarnContext(ctx, "model unavailable", "provider", t.ref.Provider, "model", t.ref.Model, "err", t.modelErr)
-		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "model " + t.ref.Provider + "/" + t.ref.Model + " is not available: " + t.modelErr.Error()})
-		res = loop.Result{Reason: loop.ReasonError, Err: t.modelErr, Messages: t.input}
-	} else {
-		res = loop.Run(ctx, loop.Params{
-			Provider: t.provider, ProviderName: t.ref.Provider, Model: t.ref.Model, Effort: t.ref.Effort,
-			ContextWindow: t.rt.opts.ContextWindow, System: t.system,
-			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.sel.Set,
-			MaxTurns: t.rt.opts.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Logger: t.rt.log,
-		})
-	}
-	if errors.Is(context.Cause(ctx), errLockLost) {
-		t.rt.log.ErrorContext(ctx, "turn stopped: its session lock was lost", "session", t.id)
-		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "the session's turn lock was lost (another runtime may run a turn on it now): the turn stopped and its answer was not stored"})
-		res.Reason = loop.ReasonError
-	}
-	t.finish(ctx, res)
-	total := res.Usage.Total()
-	_ = sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, Usage: &sse.Usage{
-		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
-		CachedTokens: res.Usage.CachedTokens, TotalTokens: total,
-	}})
-	return res
-}
-
-func (t *turn) onSkill(name string) {
-	t.l.Lock()
-	if !slices.Contains(t.l.S.State.ActiveSkills, name) {
-		t.l.S.State.ActiveSkills = append(t.l.S.State.ActiveSkills, name)
-	}
-	t.l.Unlock()
-}
-
-func (t *turn) onKnowledge(name string) {
-	t.l.Lock()
-	if !slices.Contains(t.l.S.State.LoadedKnowledge, name) {
-		t.l.S.State.LoadedKnowledge = append(t.l.S.State.LoadedKnowledge, name)
-	}
-	t.l.Unlock()
-}
-
-// finish records the run on the session, stores it (even when the client left) and releases
-// the turn lock.
-func (t *turn) finish(ctx context.Context, res loop.Result) {
-	defer t.release()
-	if errors.Is(context.Cause(ctx), errLockLost) {
-		// The session may be another runtime's now: store nothing over it, and let the next
-		// request read it from the store again.
-		t.l.Lock()
-		if t.l.Turn == t.queue {
-			t.l.Turn = nil
-		}
-		t.l.Unlock()
-		t.rt.cache.Drop(t.l)
-		return
-	}
-	rt, l := t.rt, t.l
-	now := rt.now()
-	l.Lock()
-	s := l.S
-	added := res.Messages[min(len(t.input), len(res.Messages)):]
-	for i, m := range added {
-		s.Messages = append(s.Messages, sessions.Entry{Message: m, At: now, Interrupted: res.Interrupted && i == len(added)-1})
-		s.StoredBytes += entrySize(&m)
-	}
-	s.Usage.InputTokens += res.Usage.InputTokens
-	s.Usage.OutputTokens += res.Usage.OutputTokens
-	s.Usage.CachedTokens += res.Usage.CachedTokens
-	if res.Compacted {
-		s.State.Summary = res.Summary
-		s.State.SummaryUpTo = t.base + res.Covered
-	}
-	s.Status = sessions.StatusIdle
-	s.UpdatedAt = now
-	l.LastUsed = now
-	if l.Turn == t.queue {
-		l.Turn = nil
-	}
-	l.Unlock()
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
-	defer cancel()
-	if err := rt.cache.Persist(pctx, l); err != nil {
-		rt.log.ErrorContext(ctx, "store turn result", "session", t.id, "err", err)
-		return
-	}
-	rt.cache.Done(l)
-}
-
-// titleOf is the default title of a session: the first line of its first message.
-func titleOf(text string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
-	line = strings.TrimSpace(line)
-	if utf8.RuneCountInString(line) <= 80 {
-		return line
-	}
-	r := []rune(line)
-	return string(r[:79]) + "…"
 }
 
 // sseSink writes frames to an SSE response; a failed write cancels the turn.
@@ -508,7 +162,7 @@ func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, c *caller)
 	if err := sw.Start(); err != nil {
 		cancel(loop.ErrUserAbort)
 	}
-	t.run(ctx, &sseSink{w: sw, cancel: cancel})
+	t.Run(ctx, &sseSink{w: sw, cancel: cancel})
 	return nil
 }
 
@@ -606,7 +260,7 @@ func (rt *Runtime) chatSync(w http.ResponseWriter, r *http.Request, c *caller) e
 		return err
 	}
 	sink := &syncSink{}
-	t.run(r.Context(), sink)
+	t.Run(r.Context(), sink)
 	sink.a.Text = sink.text.String()
 	if sink.a.ToolCalls == nil {
 		sink.a.ToolCalls = []syncToolCall{}

@@ -7,9 +7,11 @@
 // live session is the stored record plus a lock and a queue while a turn runs. Live sessions
 // are evicted after the idle timeout and reloaded from the session store on their next request.
 //
-// A turn is: resolve the session (ownership and scope rules of §4.6 decide between resume,
-// fresh session and 404), take the per-session turn lock (409 turn_in_progress), store the
-// user's message, run package loop with the request's context as cancellation (a client that
-// leaves cancels the turn: user_abort), store the result with a context that outlives the
-// request, then send done.
+// A chat request is: authenticate, decode and validate the body, resolve the session (the
+// ownership and scope rules of §4.6 decide between resume and a fresh session), take its turn
+// lock (409 turn_in_progress), then hand it to package turn, which stores the user's message,
+// runs the loop with the request's context as cancellation (a client that leaves cancels the
+// turn: user_abort) and stores the result with a context that outlives the request. This
+// package turns the frames into SSE, the /chat/sync answer or the AI SDK stream, and a turn's
+// refusals (*turn.Error) into its error codes.
 package runtime

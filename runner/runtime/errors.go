@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+
+	"svc/runner/turn"
 )
 
 // Error codes of the runtime API, the "error" field of an error body. Spec §7 names
@@ -73,11 +75,16 @@ type errorBody struct {
 	Field   string `json:"field,omitempty"`
 }
 
-// writeError answers err: an *APIError as itself, anything else as a logged 500 with a
+// writeError answers err: an *APIError as itself, a *turn.Error as its code, anything else as a logged 500 with a
 // generic message.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var ae *APIError
-	if !errors.As(err, &ae) {
+	var te *turn.Error
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &te):
+		ae = fromTurn(te)
+	default:
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		ae = apiErr(CodeInternal)
 	}
@@ -97,4 +104,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n')) // a client that left cannot be told
+}
+
+// turnCodes are the codes of a turn's refusals.
+var turnCodes = map[turn.Kind]string{
+	turn.Invalid:     CodeInvalidRequest,
+	turn.Busy:        CodeTurnInProgress,
+	turn.SessionFull: CodeSessionFull,
+	turn.AgentFull:   CodeAgentFull,
+}
+
+// fromTurn is the answer to a turn's refusal.
+func fromTurn(e *turn.Error) *APIError {
+	code, ok := turnCodes[e.Kind]
+	if !ok {
+		code = CodeInternal
+	}
+	return &APIError{Code: code, Message: e.Message, Field: e.Field}
 }

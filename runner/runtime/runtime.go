@@ -6,21 +6,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"svc/agent"
 	"svc/auth"
-	"svc/runner/loop"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 	"svc/runner/sessions/memstore"
 	"svc/runner/tools"
+	"svc/runner/turn"
 )
 
 // DefaultIdleTimeout is how long a live session stays in memory without requests (spec §8).
@@ -46,7 +43,7 @@ type Options struct {
 	// Blobs keeps the content of attachments apart from history rows; nil means in memory.
 	Blobs sessions.Blobs
 	// Storage bounds what history may hold per session and per agent.
-	Storage StorageLimits
+	Storage turn.StorageLimits
 	// Bodies bounds the memory of large request bodies in flight; share one among the runtimes
 	// of a process. nil means a budget of DefaultBodyMemory for this runtime alone.
 	Bodies *BodyBudget
@@ -98,15 +95,12 @@ type Runtime struct {
 	now      func() time.Time
 	idle     time.Duration
 	mux      *http.ServeMux
-	profiles map[profileKey]*profile
+	profiles *turn.Profiles
+	turns    *turn.Engine
 	bus      *bus
 	cache    *live.Cache // the sessions held in memory between requests
-
-	blobs     sessions.Blobs
-	blobCache *lru.Cache[string, []byte]
-	storage   StorageLimits
-	bodies    *BodyBudget
-	usage     agentUsage
+	blobs    sessions.Blobs
+	bodies   *BodyBudget
 
 	done   chan struct{}
 	closed sync.Once
@@ -118,14 +112,11 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Agent == nil {
 		return nil, errors.New("runtime: Options.Agent is required")
 	}
-	if opts.MaxTurns < 0 {
-		return nil, fmt.Errorf("runtime: MaxTurns must not be negative, got %d", opts.MaxTurns)
-	}
 	rt := &Runtime{
 		opts: opts, ag: opts.Agent, store: opts.Sessions, locker: opts.Locker, models: opts.Models,
 		log: opts.Logger, now: opts.Now, idle: opts.IdleTimeout,
 		done: make(chan struct{}), bus: newBus(),
-		blobs: opts.Blobs, blobCache: newBlobCache(), storage: opts.Storage.withDefaults(), bodies: opts.Bodies,
+		blobs: opts.Blobs, bodies: opts.Bodies,
 	}
 	if rt.blobs == nil {
 		rt.blobs = &memstore.Blobs{}
@@ -155,7 +146,17 @@ func New(opts Options) (*Runtime, error) {
 	if rt.opts.Version == "" {
 		rt.opts.Version = rt.ag.Config.Version
 	}
-	rt.profiles = buildProfiles(rt.ag, opts.ExtraTools)
+	rt.profiles = turn.NewProfiles(rt.ag, opts.ExtraTools)
+	turns, err := turn.NewEngine(turn.Config{
+		Agent: rt.ag, AgentID: opts.AgentID, Profiles: rt.profiles, Cache: rt.cache, Store: rt.store,
+		Blobs: rt.blobs, Locker: rt.locker, Storage: opts.Storage, Models: rt.models,
+		DefaultModel: opts.DefaultModel, MaxTurns: opts.MaxTurns, ContextWindow: opts.ContextWindow,
+		Logger: rt.log, Now: rt.now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	rt.turns = turns
 	rt.routes()
 	rt.wg.Add(1)
 	go rt.evictLoop()
@@ -274,83 +275,4 @@ func (rt *Runtime) handle(h handlerFunc) http.Handler {
 			writeError(w, r, rt.log, err)
 		}
 	})
-}
-
-// profileKey names a (named agent, skill) pair; "" is the unscoped chat or no skill.
-type profileKey struct{ agent, skill string }
-
-// profile is what a session of one named agent and skill gets: its tools and its system
-// prompt (templates not filled yet). Profiles are built once, at New.
-type profile struct {
-	named     *agent.NamedAgent
-	skill     *agent.Skill
-	sel       tools.Selection
-	prompt    string
-	templated bool
-	omitted   string // the warning naming what was left out, or ""
-}
-
-func buildProfiles(ag *agent.Agent, extra []tools.Tool) map[profileKey]*profile {
-	out := make(map[profileKey]*profile)
-	add := func(name string, named *agent.NamedAgent) {
-		sel := tools.ForAgent(ag, named)
-		if len(extra) > 0 {
-			sel.Set = sel.Set.With(extra...)
-		}
-		skills := []string{""}
-		for n := range ag.Skills {
-			skills = append(skills, n)
-		}
-		for _, sk := range skills {
-			p := &profile{named: named, sel: sel}
-			pr := loop.Prompt{BasePrompt: ag.Config.BasePrompt, Knowledge: sel.Knowledge, Skills: sel.Skills}
-			if named != nil {
-				pr.Instructions = named.Instructions
-			}
-			if sk != "" {
-				p.skill = ag.Skills[sk]
-				pr.Active = p.skill
-			}
-			p.prompt = pr.Compile()
-			p.templated = strings.Contains(p.prompt, "{{")
-			if len(sel.Omitted) > 0 {
-				p.omitted = "Not available in this runtime yet, so left out of this session's tools: " + strings.Join(sel.Omitted, ", ") + "."
-			}
-			out[profileKey{name, sk}] = p
-		}
-	}
-	add("", nil)
-	for name, na := range ag.Agents {
-		add(name, na)
-	}
-	return out
-}
-
-// resolveProfile picks the profile of a request's agent and skill fields.
-func (rt *Runtime) resolveProfile(agentName, skill string) (string, *profile, error) {
-	if agentName == "" {
-		if rt.ag.DefaultAgent() != nil {
-			agentName = "default"
-		}
-	} else if rt.ag.Agents[agentName] == nil {
-		return "", nil, invalid("agent", "unknown agent %q (agents: %s)", agentName, strings.Join(sortedKeys(rt.ag.Agents), ", "))
-	}
-	if skill != "" {
-		if rt.ag.Skills[skill] == nil {
-			return "", nil, invalid("skill", "unknown skill %q", skill)
-		}
-		if na := rt.ag.Agents[agentName]; na != nil && len(na.Skills) > 0 && !slices.Contains(na.Skills, skill) {
-			return "", nil, invalid("skill", "agent %q has no skill %q (skills: %s)", agentName, skill, strings.Join(na.Skills, ", "))
-		}
-	}
-	return agentName, rt.profiles[profileKey{agentName, skill}], nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

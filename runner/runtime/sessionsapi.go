@@ -11,6 +11,7 @@ import (
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
+	"svc/runner/turn"
 )
 
 // prepareBody is the body of POST /sessions (spec §4.3).
@@ -39,7 +40,7 @@ func (rt *Runtime) prepareSession(w http.ResponseWriter, r *http.Request, c *cal
 	if err := rt.requireScope(c, body.ScopeID); err != nil {
 		return err
 	}
-	agentName, _, err := rt.resolveProfile(body.Agent, body.Skill)
+	agentName, _, err := rt.profiles.Resolve(body.Agent, body.Skill)
 	if err != nil {
 		return err
 	}
@@ -263,7 +264,7 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	}
 	// The change and its save go together (live.Cache.Update): a refresh never falls between them.
 	err = rt.cache.Update(r.Context(), l, func(s *sessions.Session) error {
-		merged := mergeMetadata(s.Metadata, body.Metadata)
+		merged := turn.MergeMetadata(s.Metadata, body.Metadata)
 		if len(merged) > MaxMetadataKeys {
 			return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
 		}
@@ -349,7 +350,7 @@ func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *calle
 	defer rt.cache.Done(l)
 	l.Lock()
 	q := l.Turn
-	full := rt.checkSessionStorage(l.S, int64(len(*body.Message)))
+	full := rt.turns.CheckSessionStorage(l.S, int64(len(*body.Message)))
 	l.Unlock()
 	if full != nil {
 		return full

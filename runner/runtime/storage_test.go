@@ -21,13 +21,14 @@ import (
 	"svc/runner/runtime"
 	"svc/runner/sessions"
 	"svc/runner/sessions/memstore"
+	"svc/runner/turn"
 )
 
 // TestSessionStorageBound: a fresh session takes a message of exactly the bound and refuses one
 // byte more (413 session_storage_full, nothing stored); a full session refuses the next message.
 func TestSessionStorageBound(t *testing.T) {
 	store := memstore.New()
-	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Sessions: store, Storage: runtime.StorageLimits{SessionBytes: 100, AgentBytes: -1}})
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Sessions: store, Storage: turn.StorageLimits{SessionBytes: 100, AgentBytes: -1}})
 	if r := e.do("POST", "/chat/sync", "", map[string]any{"message": strings.Repeat("a", 101), "session_id": "over"}); r.Status != 413 || r.JSON["error"] != "session_storage_full" {
 		t.Fatalf("101 bytes into a 100-byte session = %d %s", r.Status, r.Body)
 	}
@@ -56,7 +57,7 @@ func TestAgentStorageBound(t *testing.T) {
 		t.Fatalf("stored after one echo chat = %d, %v; want the message and its echo", used, err)
 	}
 	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), AgentID: "ag1", Sessions: store, Now: clock.Now,
-		Storage: runtime.StorageLimits{AgentBytes: used + 14}})
+		Storage: turn.StorageLimits{AgentBytes: used + 14}})
 	if r := e.do("POST", "/chat/sync", "", map[string]any{"message": strings.Repeat("b", 15)}); r.Status != 429 || r.JSON["error"] != "agent_storage_full" {
 		t.Fatalf("one byte over the agent bound = %d %s", r.Status, r.Body)
 	}
@@ -133,7 +134,7 @@ func TestAttachmentsAreKeptByReference(t *testing.T) {
 // stored, so refused messages cannot fill the disk.
 func TestRefusedAttachmentsAreNotKept(t *testing.T) {
 	blobs := &memstore.Blobs{}
-	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Blobs: blobs, Storage: runtime.StorageLimits{SessionBytes: 1000, AgentBytes: -1}})
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Blobs: blobs, Storage: turn.StorageLimits{SessionBytes: 1000, AgentBytes: -1}})
 	content := strings.Repeat("z", 2000)
 	att := []map[string]string{{"mimeType": "text/plain", "data": base64.StdEncoding.EncodeToString([]byte(content))}}
 	for _, session := range []string{"fresh", "fresh"} {

@@ -1,12 +1,14 @@
 package runtime
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
-	"svc/runner/loop"
 	"svc/runner/sse"
+	"svc/runner/turn"
 )
 
 // health serves GET /health (CONTRACT §6). It needs no credentials.
@@ -30,7 +32,7 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 	}
 	q := r.URL.Query()
 	out := map[string]any{}
-	var prof *profile
+	var prof *turn.Profile
 	var agentName string
 	active, loaded := []string{}, []string{}
 	if id := q.Get("session_id"); id != "" {
@@ -43,10 +45,10 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 		l.Lock()
 		s := l.S.Clone()
 		l.Unlock()
-		prof = rt.sessionProfile(s)
+		prof = rt.profiles.ForSession(s)
 		agentName = s.Agent
 		out["session_id"] = s.ID
-		out["system_prompt"] = loop.Fill(prof.prompt, s.Context)
+		out["system_prompt"] = prof.System(s.Context)
 		active = append(active, s.State.ActiveSkills...)
 		loaded = append(loaded, s.State.LoadedKnowledge...)
 		out["compacted"] = s.State.Summary != ""
@@ -54,28 +56,28 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 		out["messages_in_context"] = len(s.Messages) - min(s.State.SummaryUpTo, len(s.Messages))
 	} else {
 		var err error
-		agentName, prof, err = rt.resolveProfile(q.Get("agent"), q.Get("skill"))
+		agentName, prof, err = rt.profiles.Resolve(q.Get("agent"), q.Get("skill"))
 		if err != nil {
 			return err
 		}
-		out["system_prompt"] = prof.prompt
-		if prof.skill != nil {
-			active = append(active, prof.skill.Name)
+		out["system_prompt"] = prof.Prompt
+		if prof.Skill != nil {
+			active = append(active, prof.Skill.Name)
 		}
 	}
 	knowledge := []namedText{}
-	for _, k := range prof.sel.Knowledge {
+	for _, k := range prof.Tools.Knowledge {
 		knowledge = append(knowledge, namedText{k.Name, k.Description})
 	}
 	skills := []namedText{}
-	for _, s := range prof.sel.Skills {
+	for _, s := range prof.Tools.Skills {
 		skills = append(skills, namedText{s.Name, s.Trigger})
 	}
-	toolNames := prof.sel.Set.Names()
+	toolNames := prof.Tools.Set.Names()
 	if toolNames == nil {
 		toolNames = []string{}
 	}
-	omitted := prof.sel.Omitted
+	omitted := prof.Tools.Omitted
 	if omitted == nil {
 		omitted = []string{}
 	}
@@ -114,7 +116,7 @@ func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, c *
 	if a := conn.Spec.Auth; a != nil {
 		creds := func(m map[string]string) []map[string]any {
 			out := []map[string]any{}
-			for _, k := range sortedKeys(m) {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
 				ref := m[k]
 				entry := map[string]any{"name": k, "value": ref}
 				if v, ok := strings.CutPrefix(ref, "env:"); ok {

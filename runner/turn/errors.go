@@ -1,0 +1,44 @@
+package turn
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind says why a turn was refused; the runtime answers each with its own code and status.
+type Kind int
+
+// Kinds of refusal.
+const (
+	// Invalid is a request field at fault (Error.Field names it).
+	Invalid Kind = iota + 1
+	// Busy is a session that already runs a turn.
+	Busy
+	// SessionFull is a message over the session's storage bound.
+	SessionFull
+	// AgentFull is a message over the agent's storage bound.
+	AgentFull
+)
+
+// Error is a turn refused before anything ran; nothing was stored.
+type Error struct {
+	Kind    Kind
+	Field   string // for Invalid
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return "turn: " + e.Field + ": " + e.Message
+	}
+	return "turn: " + e.Message
+}
+
+// invalid is an Error naming field.
+func invalid(field, format string, args ...any) *Error {
+	return &Error{Kind: Invalid, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// ErrLockLost is the cancellation cause of a turn whose session lock was lost.
+var ErrLockLost = errors.New("turn: the session's turn lock was lost")

@@ -1,0 +1,128 @@
+package turn
+
+import (
+	"slices"
+	"strings"
+
+	"svc/agent"
+	"svc/runner/loop"
+	"svc/runner/sessions"
+	"svc/runner/tools"
+)
+
+// Profile is what a session of one named agent and skill gets: its tools and its system prompt
+// (templates not filled yet).
+type Profile struct {
+	Named *agent.NamedAgent // nil for the agent's unscoped chat
+	Skill *agent.Skill      // nil without a skill
+	Tools tools.Selection
+	// Prompt is the compiled system prompt; Templated says it holds {{context.KEY}} templates.
+	Prompt    string
+	Templated bool
+	// Omitted is the warning naming the tools left out of the session, or "".
+	Omitted string
+}
+
+// System is the profile's system prompt with the session context filled in.
+func (p *Profile) System(context map[string]string) string {
+	if !p.Templated {
+		return p.Prompt
+	}
+	return loop.Fill(p.Prompt, context)
+}
+
+// profileKey names a (named agent, skill) pair; "" is the unscoped chat or no skill.
+type profileKey struct{ agent, skill string }
+
+// Profiles are the profiles of one agent, built once. They are read-only and safe for
+// concurrent use.
+type Profiles struct {
+	ag *agent.Agent
+	m  map[profileKey]*Profile
+}
+
+// NewProfiles builds a profile for every (named agent, skill) pair of ag. extra are host tools
+// offered to every profile after the agent's own (a tool of the same name replaces the agent's).
+func NewProfiles(ag *agent.Agent, extra []tools.Tool) *Profiles {
+	ps := &Profiles{ag: ag, m: make(map[profileKey]*Profile)}
+	skills := []string{""}
+	for n := range ag.Skills {
+		skills = append(skills, n)
+	}
+	add := func(name string, named *agent.NamedAgent) {
+		sel := tools.ForAgent(ag, named)
+		if len(extra) > 0 {
+			sel.Set = sel.Set.With(extra...)
+		}
+		for _, sk := range skills {
+			p := &Profile{Named: named, Tools: sel}
+			pr := loop.Prompt{BasePrompt: ag.Config.BasePrompt, Knowledge: sel.Knowledge, Skills: sel.Skills}
+			if named != nil {
+				pr.Instructions = named.Instructions
+			}
+			if sk != "" {
+				p.Skill = ag.Skills[sk]
+				pr.Active = p.Skill
+			}
+			p.Prompt = pr.Compile()
+			p.Templated = strings.Contains(p.Prompt, "{{")
+			if len(sel.Omitted) > 0 {
+				p.Omitted = "Not available in this runtime yet, so left out of this session's tools: " + strings.Join(sel.Omitted, ", ") + "."
+			}
+			ps.m[profileKey{name, sk}] = p
+		}
+	}
+	add("", nil)
+	for name, na := range ag.Agents {
+		add(name, na)
+	}
+	return ps
+}
+
+// Resolve picks the profile of a request's agent and skill fields and the agent name a session
+// records: "default" when the request names none and the agent has a default named agent. An
+// unknown name is an Invalid Error naming the field.
+func (ps *Profiles) Resolve(agentName, skill string) (string, *Profile, error) {
+	ag := ps.ag
+	if agentName == "" {
+		if ag.DefaultAgent() != nil {
+			agentName = "default"
+		}
+	} else if ag.Agents[agentName] == nil {
+		return "", nil, invalid("agent", "unknown agent %q (agents: %s)", agentName, strings.Join(sortedKeys(ag.Agents), ", "))
+	}
+	if skill != "" {
+		if ag.Skills[skill] == nil {
+			return "", nil, invalid("skill", "unknown skill %q", skill)
+		}
+		if na := ag.Agents[agentName]; na != nil && len(na.Skills) > 0 && !slices.Contains(na.Skills, skill) {
+			return "", nil, invalid("skill", "agent %q has no skill %q (skills: %s)", agentName, skill, strings.Join(na.Skills, ", "))
+		}
+	}
+	return agentName, ps.m[profileKey{agentName, skill}], nil
+}
+
+// ForSession is the profile of a stored session; a session whose agent or skill no longer
+// exists (after a deploy) falls back to the default chat of its agent, then of the agent.
+func (ps *Profiles) ForSession(s *sessions.Session) *Profile {
+	if p := ps.m[profileKey{s.Agent, s.Skill}]; p != nil {
+		return p
+	}
+	if p := ps.m[profileKey{s.Agent, ""}]; p != nil {
+		return p
+	}
+	name, p, err := ps.Resolve("", "")
+	if err != nil || p == nil {
+		return ps.m[profileKey{name, ""}]
+	}
+	return p
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

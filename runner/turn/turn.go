@@ -1,0 +1,319 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"svc/agent"
+	"svc/runner/loop"
+	"svc/runner/models"
+	"svc/runner/sessions"
+	"svc/runner/sessions/live"
+	"svc/runner/sse"
+)
+
+// MaxMetadataKeys bounds the metadata keys a session holds (spec §8).
+const MaxMetadataKeys = 50
+
+// Start is a chat message to run on a session whose turn Lock the caller holds.
+type Start struct {
+	Session *live.Session
+	Lock    Lock
+	// Text and Parts are the user's message; Parts carry their content (Data).
+	Text  string
+	Parts []models.Part
+	// Size is EntrySize of the message, as CheckAgentStorage counted it.
+	Size int64
+	// Warnings are told to the client before the turn runs (attachments left out, say).
+	Warnings []string
+	// Metadata keys are set on the session (latest value per key); a non-nil Context replaces
+	// the session's context.
+	Metadata map[string]string
+	Context  map[string]string
+}
+
+// Turn is one chat turn between Begin and the done frame of Run.
+type Turn struct {
+	e        *Engine
+	l        *live.Session
+	lock     Lock
+	fresh    bool // the session's first turn: warnings and skill activation are announced
+	prof     *Profile
+	ref      agent.ModelRef
+	provider models.Provider
+	modelErr error
+	warnings []string
+	queue    *loop.Queue
+	input    []models.Message
+	history  []models.Message
+	summary  string
+	base     int // State.SummaryUpTo when the turn began
+	system   string
+	budget   int
+	used     int
+}
+
+// SessionID is the id of the turn's session.
+func (t *Turn) SessionID() string { return t.l.ID }
+
+// Begin admits st's message on its session and stores it, so that history shows it even if the
+// process dies. Every check that can refuse the message (an *Error) comes before its
+// attachments are stored, so a refused message stores nothing; on any error the Lock is
+// released. On success the Turn owns the Lock until Run or Abandon.
+func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
+	l := st.Session
+	t := &Turn{e: e, l: l, lock: st.Lock, queue: loop.NewQueue()}
+	// The history the model will see is taken, and its attachments read back, before the
+	// message's content goes to the session's blobs, apart from its history rows; then setup
+	// cannot fail.
+	l.Lock()
+	err := t.admit(st)
+	if err == nil {
+		t.readHistory()
+	}
+	l.Unlock()
+	if err == nil {
+		t.history, err = e.loadParts(ctx, l.ID, t.history)
+	}
+	var kept []models.Part
+	if err == nil {
+		kept, err = e.storeParts(ctx, l.ID, st.Parts)
+	}
+	if err != nil {
+		t.Abandon()
+		return nil, err
+	}
+	t.setup(st, kept)
+	// An eviction between lookup and lock must not orphan the running turn: its queue is
+	// found through the cache.
+	e.cfg.Cache.Insert(l)
+	if err := e.cfg.Cache.Persist(ctx, l); err != nil {
+		t.Abandon()
+		return nil, fmt.Errorf("store turn start: %w", err)
+	}
+	return t, nil
+}
+
+// admit checks, under l's mutex, what could refuse the message on the turn's session: its
+// storage bound and the metadata keys it would hold.
+func (t *Turn) admit(st Start) error {
+	s := t.l.S
+	if err := t.e.CheckSessionStorage(s, st.Size); err != nil {
+		return err
+	}
+	if n := len(MergeMetadata(s.Metadata, st.Metadata)); n > MaxMetadataKeys {
+		return invalid("metadata", "the session would hold %d keys; at most %d", n, MaxMetadataKeys)
+	}
+	return nil
+}
+
+// readHistory takes, under l's mutex, what of the session's history the model will see: the
+// entries after the compaction summary, and the summary.
+func (t *Turn) readHistory() {
+	s := t.l.S
+	t.base = min(s.State.SummaryUpTo, len(s.Messages))
+	t.summary = s.State.Summary
+	t.history = make([]models.Message, 0, len(s.Messages)-t.base)
+	for i := t.base; i < len(s.Messages); i++ {
+		t.history = append(t.history, s.Messages[i].Message)
+	}
+}
+
+// MergeMetadata is have with add's keys set (latest value per key); have is not changed.
+func MergeMetadata(have, add map[string]string) map[string]string {
+	if len(add) == 0 {
+		return have
+	}
+	merged := maps.Clone(have)
+	if merged == nil {
+		merged = make(map[string]string, len(add))
+	}
+	maps.Copy(merged, add)
+	return merged
+}
+
+// setup applies an admitted message to the turn's session: metadata, context, status, the
+// turn's prompt and model, and the user's entry in the history (its parts kept by reference).
+func (t *Turn) setup(st Start, kept []models.Part) {
+	e, l := t.e, t.l
+	l.Lock()
+	defer l.Unlock()
+	s := l.S
+	s.Metadata = MergeMetadata(s.Metadata, st.Metadata)
+	if st.Context != nil {
+		s.Context = maps.Clone(st.Context)
+	}
+	now := e.cfg.Now()
+	t.fresh = !l.Persisted && len(s.Messages) == 0
+	if s.Title == "" {
+		s.Title = titleOf(st.Text)
+	}
+	s.Status = sessions.StatusRunning
+	s.UpdatedAt = now
+	l.LastUsed = now
+	l.Turn = t.queue
+
+	t.prof = e.cfg.Profiles.ForSession(s)
+	t.system = t.prof.System(s.Context)
+	var fallback bool
+	t.ref, fallback = e.ModelRef(s)
+	t.provider, t.modelErr = e.cfg.Models(t.ref)
+	if t.fresh {
+		if fallback {
+			t.warnings = append(t.warnings, "No model is configured (svc.json models.main or SVC_DEFAULT_MODEL), so this session uses the echo model, which repeats your message.")
+		}
+		if t.prof.Omitted != "" {
+			t.warnings = append(t.warnings, t.prof.Omitted)
+		}
+	}
+	t.warnings = append(t.warnings, st.Warnings...)
+
+	t.budget, t.used = s.MaxSessionTokens, s.Usage.Total()
+	t.input = []models.Message{{Role: models.RoleUser, Content: st.Text, Parts: st.Parts}}
+	entry := models.Message{Role: models.RoleUser, Content: st.Text, Parts: kept} // content by reference
+	s.Messages = append(s.Messages, sessions.Entry{Message: entry, At: now})
+	s.StoredBytes += EntrySize(&entry)
+}
+
+// Abandon undoes Begin for a turn that will not run, and releases its Lock.
+func (t *Turn) Abandon() {
+	t.l.Lock()
+	if t.l.Turn == t.queue {
+		t.l.Turn = nil
+	}
+	t.l.S.Status = sessions.StatusIdle
+	t.l.Unlock()
+	t.queue.Close()
+	t.lock.Release()
+}
+
+// Run streams the turn to sink, stores its result and releases the Lock. A sink that fails
+// (a client that left) should cancel ctx: the turn ends with user_abort and its partial answer
+// is stored. The done frame is the last frame.
+func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
+	_ = sink.Emit(&sse.Frame{Type: sse.TypeInit, SessionID: t.l.ID}) // a gone client cancels ctx through the sink
+	for _, w := range t.warnings {
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeWarning, Message: w})
+	}
+	if t.fresh && t.prof.Skill != nil {
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeSkillActivated, SkillName: t.prof.Skill.Name})
+	}
+	if t.lock.Lost != nil {
+		// A lost lock means another runtime may take the session: the turn stops at once.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-t.lock.Lost:
+				cancel(ErrLockLost)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	log := t.e.cfg.Logger
+	var res loop.Result
+	if t.modelErr != nil {
+		log.WarnContext(ctx, "model unavailable", "provider", t.ref.Provider, "model", t.ref.Model, "err", t.modelErr)
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "model " + t.ref.Provider + "/" + t.ref.Model + " is not available: " + t.modelErr.Error()})
+		res = loop.Result{Reason: loop.ReasonError, Err: t.modelErr, Messages: t.input}
+	} else {
+		res = loop.Run(ctx, loop.Params{
+			Provider: t.provider, ProviderName: t.ref.Provider, Model: t.ref.Model, Effort: t.ref.Effort,
+			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
+			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
+			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
+			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Logger: log,
+		})
+	}
+	if errors.Is(context.Cause(ctx), ErrLockLost) {
+		log.ErrorContext(ctx, "turn stopped: its session lock was lost", "session", t.l.ID)
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "the session's turn lock was lost (another runtime may run a turn on it now): the turn stopped and its answer was not stored"})
+		res.Reason = loop.ReasonError
+	}
+	t.finish(ctx, res)
+	_ = sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, Usage: &sse.Usage{
+		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
+		CachedTokens: res.Usage.CachedTokens, TotalTokens: res.Usage.Total(),
+	}})
+	return res
+}
+
+func (t *Turn) onSkill(name string) {
+	t.l.Lock()
+	if !slices.Contains(t.l.S.State.ActiveSkills, name) {
+		t.l.S.State.ActiveSkills = append(t.l.S.State.ActiveSkills, name)
+	}
+	t.l.Unlock()
+}
+
+func (t *Turn) onKnowledge(name string) {
+	t.l.Lock()
+	if !slices.Contains(t.l.S.State.LoadedKnowledge, name) {
+		t.l.S.State.LoadedKnowledge = append(t.l.S.State.LoadedKnowledge, name)
+	}
+	t.l.Unlock()
+}
+
+// finish records the run on the session, stores it (even when the client left) and releases
+// the turn lock.
+func (t *Turn) finish(ctx context.Context, res loop.Result) {
+	defer t.lock.Release()
+	e, l := t.e, t.l
+	if errors.Is(context.Cause(ctx), ErrLockLost) {
+		// The session may be another runtime's now: store nothing over it, and let the next
+		// request read it from the store again.
+		l.Lock()
+		if l.Turn == t.queue {
+			l.Turn = nil
+		}
+		l.Unlock()
+		e.cfg.Cache.Drop(l)
+		return
+	}
+	now := e.cfg.Now()
+	l.Lock()
+	s := l.S
+	added := res.Messages[min(len(t.input), len(res.Messages)):]
+	for i, m := range added {
+		s.Messages = append(s.Messages, sessions.Entry{Message: m, At: now, Interrupted: res.Interrupted && i == len(added)-1})
+		s.StoredBytes += EntrySize(&m)
+	}
+	s.Usage.InputTokens += res.Usage.InputTokens
+	s.Usage.OutputTokens += res.Usage.OutputTokens
+	s.Usage.CachedTokens += res.Usage.CachedTokens
+	if res.Compacted {
+		s.State.Summary = res.Summary
+		s.State.SummaryUpTo = t.base + res.Covered
+	}
+	s.Status = sessions.StatusIdle
+	s.UpdatedAt = now
+	l.LastUsed = now
+	if l.Turn == t.queue {
+		l.Turn = nil
+	}
+	l.Unlock()
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	defer cancel()
+	if err := e.cfg.Cache.Persist(pctx, l); err != nil {
+		e.cfg.Logger.ErrorContext(ctx, "store turn result", "session", l.ID, "err", err)
+		return
+	}
+	e.cfg.Cache.Done(l)
+}
+
+// titleOf is the default title of a session: the first line of its first message.
+func titleOf(text string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(text), "\n")
+	line = strings.TrimSpace(line)
+	if utf8.RuneCountInString(line) <= 80 {
+		return line
+	}
+	r := []rune(line)
+	return string(r[:79]) + "…"
+}
