@@ -33,6 +33,7 @@ type Config struct {
 	Stores      *StoresConfig       `json:"stores,omitempty"`
 	CI          *CIConfig           `json:"ci,omitempty"`
 	Scope       *ScopeConfig        `json:"scope,omitempty"`
+	Guardrails  *Guardrails         `json:"guardrails,omitempty"`
 }
 
 // ModelRef names a model of a provider. APIKey and BaseURL may be env: references.

@@ -68,6 +68,10 @@ func parseConfig(file string, data []byte, c *collector) Config {
 			}
 		}
 	}
+	if g := cfg.Guardrails; g != nil && g.PreInput != nil {
+		checkPatterns(file, "guardrails.preInput.block", g.PreInput.Block, false, doc, c)
+		checkPatterns(file, "guardrails.preInput.redact", g.PreInput.Redact, true, doc, c)
+	}
 	if cfg.CI != nil && cfg.CI.Deploy != nil {
 		for i, pattern := range cfg.CI.Deploy.Branches {
 			field := "ci.deploy.branches[" + strconv.Itoa(i) + "]"
@@ -81,6 +85,23 @@ func parseConfig(file string, data []byte, c *collector) Config {
 		}
 	}
 	return cfg
+}
+
+// checkPatterns reports every guardrail pattern of list that does not compile, with its line.
+func checkPatterns(file, field string, list []string, named bool, doc *jsonDoc, c *collector) {
+	for i, pat := range list {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		if _, ok := RedactPatterns[pat]; ok && named {
+			continue
+		}
+		if _, err := compileGuard(pat); err != nil {
+			hint := ""
+			if named {
+				hint = " (or one of the names email, card)"
+			}
+			c.add(file, doc.lineOr(f, field), "field %q: %v%s", f, err, hint)
+		}
+	}
 }
 
 func checkModel(file, field string, m ModelRef, doc *jsonDoc, c *collector) {

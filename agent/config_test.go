@@ -40,6 +40,13 @@ func TestConfigProblems(t *testing.T) {
 				{File: "svc.json", Line: 4, Message: `unknown field "ci.deploy.branch"`},
 				{File: "svc.json", Line: 5, Message: `unknown field "Name"`},
 			}},
+		{name: "guardrail patterns that do not compile, with their lines", files: svc("{\"name\": \"t\", \"version\": \"1\", \"guardrails\": {\"preInput\": {\n  \"block\": [\"ok\", \"(unclosed\"],\n  \"redact\": [\"email\", \"card\", \"\", \"phone\\\\d+\", \"[z-a]\"],\n  \"mask\": []\n}}}"),
+			want: []Problem{
+				{File: "svc.json", Line: 2, Message: `field "guardrails.preInput.block[1]": invalid regular expression "(unclosed": missing closing ): ` + "`(unclosed`"},
+				{File: "svc.json", Line: 3, Message: `field "guardrails.preInput.redact[2]": empty pattern (or one of the names email, card)`},
+				{File: "svc.json", Line: 3, Message: `field "guardrails.preInput.redact[4]": invalid regular expression "[z-a]": invalid character class range: ` + "`z-a`" + ` (or one of the names email, card)`},
+				{File: "svc.json", Line: 4, Message: `unknown field "guardrails.preInput.mask"`},
+			}},
 		{name: "duplicate field", files: svc("{\"name\": \"t\",\n\"name\": \"u\", \"version\": \"1\"}"),
 			want: []Problem{{File: "svc.json", Line: 2, Message: `duplicate field "name"`}}},
 		{name: "models", files: svc(`{"name": "t", "version": "1", "models": {

@@ -3,7 +3,8 @@
 // {"error":{"code","message"}} envelope. The platform API (api) and the agent host router
 // (runner) both answer from it, so a code means one thing with one status wherever it appears.
 // It knows no web framework. The runtime's own lower_snake codes are a separate catalog
-// (runner/runtime), the body shape of spec §7.
+// (runner/runtime), the body shape of spec §7; of this catalog the runtime answers only
+// MESSAGE_BLOCKED, whose envelope spec §7 fixes.
 package errcode
 
 import (
@@ -35,6 +36,7 @@ const (
 	RuntimeStopped       Code = "RUNTIME_STOPPED"
 	DeploymentNotReady   Code = "DEPLOYMENT_NOT_READY"
 	RuntimeUnavailable   Code = "RUNTIME_UNAVAILABLE"
+	MessageBlocked       Code = "MESSAGE_BLOCKED"
 )
 
 type entry struct {
@@ -62,6 +64,7 @@ var catalog = map[Code]entry{
 	RuntimeStopped:       {http.StatusServiceUnavailable, "the deployment's runtime is stopped"},
 	DeploymentNotReady:   {http.StatusServiceUnavailable, "the deployment is not ready"},
 	RuntimeUnavailable:   {http.StatusServiceUnavailable, "the deployment's runtime could not be loaded"},
+	MessageBlocked:       {http.StatusUnprocessableEntity, "the message was blocked by the agent's preInput guardrail"},
 }
 
 // All lists the catalog in a fixed order.
@@ -70,7 +73,7 @@ func All() []Code {
 		InvalidRequest, InvalidSource, Unauthenticated, Forbidden, NotFound, MethodNotAllowed, Conflict,
 		PayloadTooLarge, UnsupportedMediaType, EvalGateBlocked, NothingToRollBack, BundleUnavailable,
 		BuildNotReady, Internal, Unavailable, NoActiveDeployment, RuntimeStopped, DeploymentNotReady,
-		RuntimeUnavailable,
+		RuntimeUnavailable, MessageBlocked,
 	}
 }
 

@@ -26,6 +26,10 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err := rt.requireScope(c, req.ScopeID); err != nil {
 		return nil, err
 	}
+	redacted, err := rt.checkInput(&in.text)
+	if err != nil {
+		return nil, err
+	}
 	size := turn.EntrySize(&models.Message{Content: in.text, Parts: in.parts})
 	if err := rt.turns.CheckAgentStorage(ctx, size); err != nil {
 		return nil, err
@@ -35,9 +39,24 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 		return nil, err
 	}
 	return rt.turns.Begin(ctx, turn.Start{
-		Session: l, Lock: lk, Text: in.text, Parts: in.parts, Size: size, Warnings: in.warnings,
+		Session: l, Lock: lk, Text: in.text, Redacted: redacted, Parts: in.parts, Size: size, Warnings: in.warnings,
 		Metadata: req.Metadata, Context: req.Context,
 	})
+}
+
+// checkInput applies the preInput guardrail to a user's message: a blocked message is a
+// *blockedError (422 MESSAGE_BLOCKED, nothing stored); a redacted one is replaced in *text, and
+// redacted is true.
+func (rt *Runtime) checkInput(text *string) (redacted bool, err error) {
+	if rt.guard == nil {
+		return false, nil
+	}
+	v := rt.guard.Check(*text)
+	if v.Blocked {
+		return false, &blockedError{rule: v.Rule}
+	}
+	*text = v.Text
+	return v.Redacted, nil
 }
 
 // lockSession resolves the session of a chat request (spec 4.6) and takes its turn lock. A
@@ -190,9 +209,11 @@ type syncAnswer struct {
 	Text      string         `json:"text"`
 	ToolCalls []syncToolCall `json:"tool_calls"`
 	Warnings  []string       `json:"warnings,omitempty"`
-	Errors    []string       `json:"errors,omitempty"`
-	Skills    []string       `json:"skills_activated,omitempty"`
-	Done      syncDone       `json:"done"`
+	// InputRedacted is the user's message as the preInput guardrail left it, when it changed it.
+	InputRedacted string   `json:"input_redacted,omitempty"`
+	Errors        []string `json:"errors,omitempty"`
+	Skills        []string `json:"skills_activated,omitempty"`
+	Done          syncDone `json:"done"`
 }
 
 // syncSink collects a turn for /chat/sync. Frames come one at a time (the loop serialises them).
@@ -218,6 +239,8 @@ func (s *syncSink) Emit(f *sse.Frame) error {
 		}
 	case sse.TypeWarning:
 		s.a.Warnings = append(s.a.Warnings, f.Message)
+	case sse.TypeInputRedacted:
+		s.a.InputRedacted = f.Text
 	case sse.TypeError:
 		s.a.Errors = append(s.a.Errors, f.Message)
 	case sse.TypeSkillActivated:

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"svc/errcode"
 	"svc/runner/turn"
 )
 
@@ -80,7 +81,11 @@ type errorBody struct {
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var ae *APIError
 	var te *turn.Error
+	var be *blockedError
 	switch {
+	case errors.As(err, &be):
+		errcode.Write(w, errcode.MessageBlocked, be.Error())
+		return
 	case errors.As(err, &ae):
 	case errors.As(err, &te):
 		ae = fromTurn(te)
@@ -121,4 +126,12 @@ func fromTurn(e *turn.Error) *APIError {
 		code = CodeInternal
 	}
 	return &APIError{Code: code, Message: e.Message, Field: e.Field}
+}
+
+// blockedError is a message refused by the preInput guardrail: 422 MESSAGE_BLOCKED in the
+// platform's envelope {"error": {"code", "message"}}, as spec §7 fixes it.
+type blockedError struct{ rule int }
+
+func (e *blockedError) Error() string {
+	return fmt.Sprintf("the message matches block rule %d of the agent's preInput guardrail (svc.json guardrails.preInput.block[%d]); nothing was stored", e.rule+1, e.rule)
 }

@@ -96,6 +96,7 @@ type Runtime struct {
 	idle     time.Duration
 	mux      *http.ServeMux
 	profiles *turn.Profiles
+	guard    *agent.InputGuard // svc.json guardrails.preInput; nil checks nothing
 	turns    *turn.Engine
 	bus      *bus
 	cache    *live.Cache // the sessions held in memory between requests
@@ -147,6 +148,13 @@ func New(opts Options) (*Runtime, error) {
 		rt.opts.Version = rt.ag.Config.Version
 	}
 	rt.profiles = turn.NewProfiles(rt.ag, opts.ExtraTools)
+	if g := rt.ag.Config.Guardrails; g != nil {
+		guard, err := g.PreInput.Compile()
+		if err != nil {
+			return nil, fmt.Errorf("runtime: svc.json: %w", err)
+		}
+		rt.guard = guard
+	}
 	turns, err := turn.NewEngine(turn.Config{
 		Agent: rt.ag, AgentID: opts.AgentID, Profiles: rt.profiles, Cache: rt.cache, Store: rt.store,
 		Blobs: rt.blobs, Locker: rt.locker, Storage: opts.Storage, Models: rt.models,

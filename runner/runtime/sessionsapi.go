@@ -343,6 +343,9 @@ func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *calle
 	if n := utf8.RuneCountInString(*body.Message); n > MaxQueuedLen {
 		return invalid("message", "%d characters; at most %d", n, MaxQueuedLen)
 	}
+	if _, err := rt.checkInput(body.Message); err != nil {
+		return err
+	}
 	l, err := rt.visible(r, c)
 	if err != nil {
 		return err

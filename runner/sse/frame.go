@@ -24,6 +24,7 @@ const (
 	TypeError           Type = "error"
 	TypeDone            Type = "done"
 	TypeSessionUpdated  Type = "session_updated"
+	TypeInputRedacted   Type = "input_redacted"
 )
 
 // Tool call result statuses.
@@ -50,6 +51,7 @@ type Frame struct {
 	Content   string // text_delta, thinking_delta; tool_call_result (the text given to the model)
 	Message   string // warning, error, tool_log
 	SkillName string // skill_activated
+	Text      string // input_redacted: the user's message after redaction
 
 	ToolName       string          // tool_call_start, tool_log, session_updated
 	ToolID         string          // tool_call_start, tool_label_update, tool_call_result
@@ -124,6 +126,8 @@ func appendFrame(dst []byte, f *Frame, stamp []byte) []byte {
 		dst = field(dst, "message", f.Message)
 	case TypeSkillActivated:
 		dst = field(dst, "skill_name", f.SkillName)
+	case TypeInputRedacted:
+		dst = field(dst, "text", f.Text)
 	case TypeCompactionStart:
 		dst = intField(dst, "estimated_tokens", int64(f.EstimatedTokens))
 		dst = intField(dst, "threshold", int64(f.Threshold))

@@ -30,6 +30,7 @@ func TestAppendJSONPerType(t *testing.T) {
 			map[string]any{"tool_id": "c1", "status": "success", "result": []any{1.0, 2.0}, "duration_ms": 0.0}},
 		{"log", Frame{Type: TypeToolLog, ToolName: "t", Message: "step 1"}, map[string]any{"tool_name": "t", "message": "step 1"}},
 		{"skill", Frame{Type: TypeSkillActivated, SkillName: "refunds"}, map[string]any{"skill_name": "refunds"}},
+		{"input redacted", Frame{Type: TypeInputRedacted, Text: "mail [redacted email]"}, map[string]any{"text": "mail [redacted email]"}},
 		{"compaction start", Frame{Type: TypeCompactionStart, EstimatedTokens: 95, Threshold: 90}, map[string]any{"estimated_tokens": 95.0, "threshold": 90.0}},
 		{"compaction end", Frame{Type: TypeCompactionEnd, TokensBefore: 95, TokensAfter: 20, CompactionTokens: 30},
 			map[string]any{"tokens_before": 95.0, "tokens_after": 20.0, "compaction_tokens": 30.0}},

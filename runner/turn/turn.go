@@ -24,9 +24,11 @@ const MaxMetadataKeys = 50
 type Start struct {
 	Session *live.Session
 	Lock    Lock
-	// Text and Parts are the user's message; Parts carry their content (Data).
-	Text  string
-	Parts []models.Part
+	// Text and Parts are the user's message; Parts carry their content (Data). Redacted says
+	// that a guardrail changed Text: the client is told the text that was kept.
+	Text     string
+	Redacted bool
+	Parts    []models.Part
 	// Size is EntrySize of the message, as CheckAgentStorage counted it.
 	Size int64
 	// Warnings are told to the client before the turn runs (attachments left out, say).
@@ -48,6 +50,7 @@ type Turn struct {
 	provider models.Provider
 	modelErr error
 	warnings []string
+	redacted string // the redacted text to announce, or ""
 	queue    *loop.Queue
 	input    []models.Message
 	history  []models.Message
@@ -172,6 +175,9 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 		}
 	}
 	t.warnings = append(t.warnings, st.Warnings...)
+	if st.Redacted {
+		t.redacted = st.Text
+	}
 
 	t.budget, t.used = s.MaxSessionTokens, s.Usage.Total()
 	t.input = []models.Message{{Role: models.RoleUser, Content: st.Text, Parts: st.Parts}}
@@ -197,6 +203,9 @@ func (t *Turn) Abandon() {
 // is stored. The done frame is the last frame.
 func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 	_ = sink.Emit(&sse.Frame{Type: sse.TypeInit, SessionID: t.l.ID}) // a gone client cancels ctx through the sink
+	if t.redacted != "" {
+		_ = sink.Emit(&sse.Frame{Type: sse.TypeInputRedacted, Text: t.redacted})
+	}
 	for _, w := range t.warnings {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeWarning, Message: w})
 	}
