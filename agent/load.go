@@ -26,8 +26,9 @@ const (
 // ConfigFile is the path of the agent's config file in a source tree.
 const ConfigFile = "svc.json"
 
-// BuiltinTools returns the names of the tools every agent has, in a fresh slice.
-func BuiltinTools() []string { return []string{"load_skill", "load_knowledge"} }
+// BuiltinTools returns the names of the built-in tools an agent.json may list, in a fresh slice.
+// They are reserved: no folder of svc/tools may take one.
+func BuiltinTools() []string { return []string{"load_skill", "load_knowledge", "ask_user", "handoff"} }
 
 // Load reads the source tree rooted at fsys into an Agent and validates it. It always returns the
 // Agent it could build; when anything is wrong, the error is a Problems listing every problem.

@@ -36,8 +36,8 @@ func TestAgentReferences(t *testing.T) {
   "connections": ["stat"],
   "stores": {"ghost": "rw"}}`),
 			want: []Problem{
-				{File: file, Line: 2, Message: `unknown tool "nope": not a built-in (load_skill, load_knowledge), a folder under svc/tools or a store__<store>__<action> tool`},
-				{File: file, Line: 2, Message: `unknown tool "store__ghost__get": not a built-in (load_skill, load_knowledge), a folder under svc/tools or a store__<store>__<action> tool`},
+				{File: file, Line: 2, Message: `unknown tool "nope": not a built-in (load_skill, load_knowledge, ask_user, handoff), a folder under svc/tools or a store__<store>__<action> tool`},
+				{File: file, Line: 2, Message: `unknown tool "store__ghost__get": not a built-in (load_skill, load_knowledge, ask_user, handoff), a folder under svc/tools or a store__<store>__<action> tool`},
 				{File: file, Line: 2, Message: `tool "store__tickets__get" needs access to store "tickets": add it to "stores"`},
 				{File: file, Line: 3, Message: `unknown skill "money": no svc/skills/*/SKILL.md has the heading "# Skill: money"`},
 				{File: file, Line: 4, Message: `unknown connection "stat": no folder svc/connections/stat`},

@@ -41,7 +41,7 @@ func (l *loader) checkReferences() {
 			st, isStoreTool := generated[t]
 			switch mode, access := na.Stores[st.store]; {
 			case !isStoreTool:
-				c := "unknown tool %q: not a built-in (load_skill, load_knowledge), a folder under svc/tools or a store__<store>__<action> tool"
+				c := "unknown tool %q: not a built-in (load_skill, load_knowledge, ask_user, handoff), a folder under svc/tools or a store__<store>__<action> tool"
 				l.c.add(file, doc.line(field), c, t)
 			case !access:
 				l.c.add(file, doc.line(field), "tool %q needs access to store %q: add it to \"stores\"", t, st.store)

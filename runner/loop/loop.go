@@ -73,7 +73,18 @@ type Params struct {
 	// They may be called from several goroutines at once.
 	OnSkill     func(name string)
 	OnKnowledge func(name string)
-	Logger      *slog.Logger
+	// Handoff switches the session to agent to after a handoff tool call: it returns the
+	// system prompt and tools of the next model calls and the agent_handoff frame to stream.
+	// nil refuses handoffs (the call's result says so to the model).
+	Handoff func(to string) (Switch, error)
+	Logger  *slog.Logger
+}
+
+// Switch is what a handoff changes for the rest of the run.
+type Switch struct {
+	System string
+	Tools  *tools.Set
+	Frame  *sse.Frame // agent_handoff
 }
 
 // Result is the outcome of a run.
@@ -220,7 +231,10 @@ func (r *run) loop() (Reason, error) {
 			}
 			return ReasonModelStop, nil
 		}
-		results, end := r.runTools(msg.ToolCalls)
+		results, end, to := r.runTools(msg.ToolCalls)
+		if to != "" && r.ctx.Err() == nil {
+			r.handoff(to, results)
+		}
 		r.all = append(r.all, results...)
 		if r.ctx.Err() != nil {
 			return ReasonUserAbort, nil
@@ -321,7 +335,7 @@ func clearedMarker(m *models.Message) string {
 
 // runTools runs the calls of one model turn, in parallel when there are several, and returns
 // their result messages in call order.
-func (r *run) runTools(calls []models.ToolCall) ([]models.Message, bool) {
+func (r *run) runTools(calls []models.ToolCall) (msgs []models.Message, end bool, handoff string) {
 	type outcome struct {
 		res tools.Result
 		err error
@@ -356,6 +370,9 @@ func (r *run) runTools(calls []models.ToolCall) ([]models.Message, bool) {
 			}
 		}
 		_ = r.emit(&f)
+		if w := res.Widget; err == nil && w != nil {
+			_ = r.emit(&sse.Frame{Type: sse.TypeWidget, WidgetType: w.Type, Data: w.Data})
+		}
 	}
 	if len(calls) == 1 {
 		exec(0)
@@ -366,18 +383,44 @@ func (r *run) runTools(calls []models.ToolCall) ([]models.Message, bool) {
 		}
 		wg.Wait()
 	}
-	msgs := make([]models.Message, len(calls))
-	end := false
+	msgs = make([]models.Message, len(calls))
 	for i, o := range outs {
 		m := models.Message{Role: models.RoleTool, ToolCallID: calls[i].ID, ToolName: calls[i].Name, Content: o.res.Content, IsError: o.res.IsError}
-		if o.err != nil {
+		switch {
+		case o.err != nil:
 			m.Content, m.IsError = "error: "+o.err.Error(), true
-		} else if o.res.EndRun {
+		case o.res.EndRun:
 			end = true
+		}
+		if o.err == nil && o.res.Handoff != "" {
+			handoff = o.res.Handoff // the last one of the turn wins
 		}
 		msgs[i] = m
 	}
-	return msgs, end
+	return msgs, end, handoff
+}
+
+// handoff switches the rest of the run to agent to; a refused switch turns the handoff call's
+// result in results into an error, so that the model knows it is still the same agent.
+func (r *run) handoff(to string, results []models.Message) {
+	var sw Switch
+	err := errors.New("handoffs are not available in this run")
+	if r.p.Handoff != nil {
+		sw, err = r.p.Handoff(to)
+	}
+	if err != nil {
+		r.log.WarnContext(r.ctx, "handoff refused", "to", to, "err", err)
+		for i := range results {
+			if results[i].ToolName == tools.NameHandoff && !results[i].IsError {
+				results[i].Content, results[i].IsError = "error: handoff to "+to+" failed: "+err.Error(), true
+			}
+		}
+		return
+	}
+	r.p.System, r.p.Tools = sw.System, sw.Tools
+	if sw.Frame != nil {
+		_ = r.emit(sw.Frame)
+	}
 }
 
 // callTool runs one call; a panic in a tool is its error, not the runtime's.

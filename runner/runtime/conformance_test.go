@@ -435,10 +435,10 @@ func TestSystemRoutes(t *testing.T) {
 		t.Errorf("health (-want +got):\n%s", d)
 	}
 	c := e.do("GET", "/inspect/context", "", nil)
-	if !strings.Contains(str(c.JSON["system_prompt"]), "{{context.plan}}") || !cmp.Equal(c.JSON["tools"], []any{"load_skill", "load_knowledge"}) {
+	if !strings.Contains(str(c.JSON["system_prompt"]), "{{context.plan}}") || !cmp.Equal(c.JSON["tools"], []any{"load_skill", "load_knowledge", "handoff"}) {
 		t.Errorf("inspect/context = %s", c.Body)
 	}
-	if c := e.do("GET", "/inspect/context?agent=billing", "", nil); c.JSON["agent"] != "billing" || !cmp.Equal(c.JSON["tools"], []any{"load_knowledge"}) {
+	if c := e.do("GET", "/inspect/context?agent=billing", "", nil); c.JSON["agent"] != "billing" || !cmp.Equal(c.JSON["tools"], []any{"load_knowledge", "handoff"}) {
 		t.Errorf("inspect/context billing = %s", c.Body)
 	}
 	if c := e.do("GET", "/inspect/context?agent=nobody", "", nil); c.Status != 400 || c.JSON["field"] != "agent" {

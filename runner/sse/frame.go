@@ -25,6 +25,9 @@ const (
 	TypeDone            Type = "done"
 	TypeSessionUpdated  Type = "session_updated"
 	TypeInputRedacted   Type = "input_redacted"
+	TypeAskChoice       Type = "ask_choice"
+	TypeAgentHandoff    Type = "agent_handoff"
+	TypeWidget          Type = "widget"
 )
 
 // Tool call result statuses.
@@ -52,6 +55,18 @@ type Frame struct {
 	Message   string // warning, error, tool_log
 	SkillName string // skill_activated
 	Text      string // input_redacted: the user's message after redaction
+
+	AskID    string          // ask_choice
+	Question string          // ask_choice
+	Options  json.RawMessage // ask_choice: [{value, label}]
+	Multi    bool            // ask_choice: several options may be chosen
+
+	From         string   // agent_handoff: the session's agent before ("" for the unscoped chat)
+	To           string   // agent_handoff
+	RemovedTools []string // agent_handoff: tools the session had and the new agent has not
+
+	WidgetType string          // widget
+	Data       json.RawMessage // widget
 
 	ToolName       string          // tool_call_start, tool_log, session_updated
 	ToolID         string          // tool_call_start, tool_label_update, tool_call_result
@@ -128,6 +143,27 @@ func appendFrame(dst []byte, f *Frame, stamp []byte) []byte {
 		dst = field(dst, "skill_name", f.SkillName)
 	case TypeInputRedacted:
 		dst = field(dst, "text", f.Text)
+	case TypeAskChoice:
+		dst = field(dst, "ask_id", f.AskID)
+		dst = field(dst, "question", f.Question)
+		dst = rawField(dst, "options", f.Options, "[]")
+		if f.Multi {
+			dst = append(dst, `,"multi":true`...)
+		}
+	case TypeAgentHandoff:
+		dst = field(dst, "from", f.From)
+		dst = field(dst, "to", f.To)
+		dst = append(dst, `,"removed_tools":[`...)
+		for i, name := range f.RemovedTools {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = AppendString(dst, name)
+		}
+		dst = append(dst, ']')
+	case TypeWidget:
+		dst = field(dst, "widget_type", f.WidgetType)
+		dst = rawField(dst, "data", f.Data, "null")
 	case TypeCompactionStart:
 		dst = intField(dst, "estimated_tokens", int64(f.EstimatedTokens))
 		dst = intField(dst, "threshold", int64(f.Threshold))

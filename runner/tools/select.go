@@ -22,11 +22,26 @@ type Selection struct {
 // ForAgent selects the tools of named, an agent of ag; named nil is the unscoped default chat,
 // which gets the built-ins over every knowledge document and skill of the tree.
 //
+// ask_user is offered to a named agent that lists it; handoff to every agent when agents/
+// defines more than one, over the others.
+//
 // Store tools, connections, composite and durable tools are not supported yet: they are left
 // out and listed in Omitted, never offered with a stand-in.
 func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 	var sel Selection
 	var ts []Tool
+	addHandoff := func() {
+		if len(ag.Agents) < 2 {
+			return
+		}
+		var others []string
+		for name, na := range ag.Agents {
+			if na != named {
+				others = append(others, name)
+			}
+		}
+		ts = append(ts, NewHandoff(others))
+	}
 	addKnowledge := func() {
 		if len(ag.Knowledge) == 0 {
 			return
@@ -66,6 +81,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 		for _, name := range sortedNames(ag.Stores) {
 			sel.Omitted = append(sel.Omitted, "store "+name)
 		}
+		addHandoff()
 		sel.Set = NewSet(ts...)
 		return sel
 	}
@@ -80,6 +96,9 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 			addSkills(skills)
 		case name == NameLoadKnowledge:
 			addKnowledge()
+		case name == NameAskUser:
+			ts = append(ts, NewAskUser())
+		case name == NameHandoff: // offered below whenever there is another agent
 		case ag.Tools[name] != nil:
 			sel.Omitted = append(sel.Omitted, toolKind(ag.Tools[name])+" "+name)
 		case strings.HasPrefix(name, "store__"):
@@ -95,6 +114,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 		sel.Omitted = append(sel.Omitted, "store "+name)
 	}
 	sel.Omitted = slices.Compact(sel.Omitted)
+	addHandoff()
 	sel.Set = NewSet(ts...)
 	return sel
 }

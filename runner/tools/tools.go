@@ -58,6 +58,17 @@ type Result struct {
 	IsError bool
 	// EndRun ends the run after this turn's tools (done reason model_stop).
 	EndRun bool
+	// Handoff names the agent the session switches to from the next model call on (the
+	// handoff built-in); "" for none.
+	Handoff string
+	// Widget, when set, is streamed to the client as a widget frame after the call's result.
+	Widget *Widget
+}
+
+// Widget is structured content for the client to render (spec 6.1 widget frame).
+type Widget struct {
+	Type string          // widget_type
+	Data json.RawMessage // any JSON
 }
 
 // Set is the ordered set of tools offered to a model. It is immutable once built.

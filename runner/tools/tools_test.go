@@ -63,10 +63,10 @@ func TestForAgent(t *testing.T) {
 		skills    int
 		omitted   []string
 	}{
-		{"desk default", desk, "default", []string{"load_skill", "load_knowledge"}, 2, 1,
+		{"desk default", desk, "default", []string{"load_skill", "load_knowledge", "handoff"}, 2, 1,
 			[]string{"composite tool triage", "durable tool refund_request", "connection status", "store tickets"}},
-		{"desk billing", desk, "billing", []string{"load_knowledge"}, 2, 0, []string{"store tickets"}},
-		{"desk unscoped", desk, "", []string{"load_skill", "load_knowledge"}, 2, 1,
+		{"desk billing", desk, "billing", []string{"load_knowledge", "handoff"}, 2, 0, []string{"store tickets"}},
+		{"desk unscoped", desk, "", []string{"load_skill", "load_knowledge", "handoff"}, 2, 1,
 			[]string{"durable tool refund_request", "composite tool triage", "connection status", "store tickets"}},
 		{"hello default", hello, "default", nil, 0, 0, nil},
 	}
@@ -175,5 +175,32 @@ func TestPlainHandlerToolIsNamedSo(t *testing.T) {
 	sel := tools.ForAgent(ag, ag.Agents["default"])
 	if d := cmp.Diff([]string{"handler tool plain"}, sel.Omitted); d != "" {
 		t.Errorf("omitted (-want +got):\n%s", d)
+	}
+}
+
+func TestAskUserArguments(t *testing.T) {
+	ask := tools.NewAskUser()
+	many := make([]map[string]string, 21)
+	for i := range many {
+		many[i] = map[string]string{"value": strings.Repeat("v", i+1), "label": "L"}
+	}
+	manyJSON, _ := json.Marshal(map[string]any{"question": "Q", "options": many})
+	for _, c := range []struct{ args, want string }{
+		{`{"options": [{"value": "a", "label": "A"}]}`, `"question" is required`},
+		{`{"question": "Q"}`, `"options" needs at least one`},
+		{string(manyJSON), `"options" has 21 entries; at most 20`},
+		{`{"question": "Q", "options": [{"value": "", "label": "A"}]}`, `"options[0].value" is required`},
+		{`{"question": "Q", "options": [{"value": "a"}]}`, `"options[0].label" is required`},
+		{`{"question": "Q", "options": [{"value": "a", "label": "A"}, {"value": "a", "label": "B"}]}`, `"options[1].value" "a" repeats`},
+		{`{"question": "Q", "options": [{"value": "a", "label": "A"}], "colour": 1}`, `unknown field "colour"`},
+	} {
+		_, err := ask.Call(context.Background(), tools.Call{Arguments: json.RawMessage(c.args)})
+		if !errors.Is(err, tools.ErrBadArguments) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.args, err, c.want)
+		}
+	}
+	res, err := ask.Call(context.Background(), tools.Call{Arguments: json.RawMessage(`{"question": "Q", "options": [{"value": "a", "label": "A"}]}`)})
+	if err != nil || !res.EndRun {
+		t.Errorf("a good question: %+v, %v; want a result that ends the run", res, err)
 	}
 }

@@ -237,7 +237,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Logger: log,
+			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})
 	}
 	if errors.Is(context.Cause(ctx), ErrLockLost) {
@@ -251,6 +251,30 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 		CachedTokens: res.Usage.CachedTokens, TotalTokens: res.Usage.Total(),
 	}})
 	return res
+}
+
+// handoff switches the session's root agent to `to` (the handoff built-in): the session
+// records it, so later turns run as that agent too, and the rest of this run gets its prompt
+// and tools.
+func (t *Turn) handoff(to string) (loop.Switch, error) {
+	name, p, err := t.e.cfg.Profiles.Resolve(to, "")
+	if err != nil {
+		return loop.Switch{}, err
+	}
+	t.l.Lock()
+	s := t.l.S
+	from := s.Agent
+	s.Agent, s.Skill = name, ""
+	system := p.System(s.Context)
+	t.l.Unlock()
+	var removed []string
+	for _, n := range t.prof.Tools.Set.Names() {
+		if _, ok := p.Tools.Set.Get(n); !ok {
+			removed = append(removed, n)
+		}
+	}
+	t.prof = p
+	return loop.Switch{System: system, Tools: p.Tools.Set, Frame: &sse.Frame{Type: sse.TypeAgentHandoff, From: from, To: name, RemovedTools: removed}}, nil
 }
 
 func (t *Turn) onSkill(name string) {
