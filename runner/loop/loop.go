@@ -66,6 +66,8 @@ type Params struct {
 	Used   int
 	// Subagent marks a specialist's run: it makes no final summary call.
 	Subagent bool
+	// Session is handed to every tool call.
+	Session tools.Session
 	// Queue brings messages sent during the run; nil means none can be sent.
 	Queue *Queue
 	Sink  Sink
@@ -438,7 +440,7 @@ func (r *run) callTool(c *models.ToolCall) (res tools.Result, err error) {
 			res, err = tools.Result{}, fmt.Errorf("tool %s failed: internal error", c.Name)
 		}
 	}()
-	return t.Call(r.ctx, tools.Call{ID: c.ID, Arguments: c.Arguments, Host: host{r}})
+	return t.Call(r.ctx, tools.Call{ID: c.ID, Arguments: c.Arguments, Host: host{r}, Session: r.p.Session})
 }
 
 // host is the tools.Host of a run.

@@ -34,6 +34,22 @@ type Call struct {
 	ID        string
 	Arguments json.RawMessage // a JSON object
 	Host      Host
+	Session   Session
+}
+
+// Session is what a tool may know of the session it runs in.
+type Session struct {
+	ID string
+	// Context is the chat's context map (spec 2.5), for {{context.KEY}} templates. Read only.
+	Context map[string]string
+}
+
+// Approver is optionally implemented by a tool some of whose calls need the user's approval
+// before they run (CONTRACT §7, Approvals). The loop asks it before Call: when need is true
+// the call waits for the user's answer and runs only if approved; an error refuses the call
+// at once (an error result naming the rule), without asking.
+type Approver interface {
+	NeedsApproval(ctx context.Context, call Call) (need bool, err error)
 }
 
 // Host is what a running tool may do besides returning its result. Its methods are safe for

@@ -15,6 +15,7 @@ import (
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 	"svc/runner/sse"
+	"svc/runner/tools"
 )
 
 // MaxMetadataKeys bounds the metadata keys a session holds (spec §8).
@@ -57,6 +58,7 @@ type Turn struct {
 	summary  string
 	base     int // State.SummaryUpTo when the turn began
 	system   string
+	context  map[string]string // the session's context when the turn began
 	budget   int
 	used     int
 }
@@ -161,6 +163,7 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 	l.LastUsed = now
 	l.Turn = t.queue
 
+	t.context = maps.Clone(s.Context)
 	t.prof = e.cfg.Profiles.ForSession(s)
 	t.system = t.prof.System(s.Context)
 	var fallback bool
@@ -237,6 +240,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
+			Session: tools.Session{ID: t.l.ID, Context: t.context},
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})
 	}
