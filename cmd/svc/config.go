@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -39,6 +40,7 @@ type Config struct {
 	SessionStorageMB   int64
 	AgentStorageMB     int64
 	BodyMemoryMB       int64
+	ApprovalTimeout    time.Duration
 }
 
 type setting struct {
@@ -95,7 +97,22 @@ func settings() []setting {
 			bind: mebibytes(func(c *Config) *int64 { return &c.AgentStorageMB })},
 		{flag: "body-memory-mb", env: "SVC_BODY_MEMORY_MB", def: "512", help: "MiB of memory a runner's large chat bodies in flight may take (each counted at 12x its size); past it they wait, then get 503 server_busy",
 			bind: mebibytes(func(c *Config) *int64 { return &c.BodyMemoryMB })},
+		{flag: "approval-timeout", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",
+			bind: func(c *Config, v string) error {
+				d, err := ParseApprovalTimeout(v)
+				c.ApprovalTimeout = d
+				return err
+			}},
 	}
+}
+
+// ParseApprovalTimeout reads SVC_APPROVAL_TIMEOUT: a Go duration from 1s to 168h.
+func ParseApprovalTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && (d < time.Second || d > 168*time.Hour) {
+		err = errors.New("must be from 1s to 168h")
+	}
+	return d, err
 }
 
 // mebibytes binds a setting of whole MiB, at least 1 and at most 1 TiB.

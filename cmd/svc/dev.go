@@ -32,6 +32,13 @@ func devCommand() *cobra.Command {
 		if port < 0 || port > 65535 {
 			return fmt.Errorf("--port %d: want 0 to 65535", port)
 		}
+		if v, ok := os.LookupEnv("SVC_APPROVAL_TIMEOUT"); ok {
+			d, err := ParseApprovalTimeout(v)
+			if err != nil {
+				return fmt.Errorf("setting SVC_APPROVAL_TIMEOUT = %q: %w", v, err)
+			}
+			o.ApprovalTimeout = d
+		}
 		if defaultModel != "" {
 			m, err := runtime.ParseModel(defaultModel)
 			if err != nil {

@@ -20,6 +20,7 @@ import (
 	"svc/builder"
 	"svc/registry"
 	"svc/runner"
+	"svc/runner/approvals"
 	"svc/runner/runtime"
 	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
@@ -79,6 +80,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	// Every runtime of this process (one per deployment) shares the store and one turn lock per
 	// session: in Redis when runners share it, else in this process.
 	var locker sessions.Locker = &memstore.Locks{}
+	// Approvals live in the database, so that an answer may reach any runner; Redis, when
+	// runners share it, wakes the waiting turn at once.
+	hubCfg := approvals.HubConfig{Store: approvals.NewDB(p.db), Logger: p.log}
 	if p.cfg.RedisURL != "" {
 		opt, err := redis.ParseURL(p.cfg.RedisURL)
 		if err != nil {
@@ -87,7 +91,13 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 		rdb := redis.NewClient(opt)
 		p.closers = append(p.closers, rdb.Close)
 		locker = redislock.New(rdb, redislock.Config{Logger: p.log})
+		hubCfg.Redis = rdb
 	}
+	hub, err := approvals.NewHub(ctx, hubCfg)
+	if err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	p.closers = append(p.closers, hub.Close)
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
 	return runner.NewRouter(runner.Config{
@@ -103,7 +113,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			env := p.envOf(d.AgentID)
 			return runtime.New(runtime.Options{
 				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
-				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies,
+				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,

@@ -66,6 +66,9 @@ type Params struct {
 	Used   int
 	// Subagent marks a specialist's run: it makes no final summary call.
 	Subagent bool
+	// Approvals asks the user to approve the calls of tools.Approver tools that need it; nil
+	// refuses such calls.
+	Approvals Approvals
 	// Session is handed to every tool call.
 	Session tools.Session
 	// Queue brings messages sent during the run; nil means none can be sent.
@@ -80,6 +83,15 @@ type Params struct {
 	// nil refuses handoffs (the call's result says so to the model).
 	Handoff func(to string) (Switch, error)
 	Logger  *slog.Logger
+}
+
+// Approvals records and awaits the user's approval of calls (CONTRACT §7, Approvals).
+type Approvals interface {
+	// Request records that a call needs approval and returns its correlation id.
+	Request(ctx context.Context, toolName, toolID string) (id string, err error)
+	// Wait blocks until approval id is decided: approved, or denied (timedOut when no answer
+	// came in time). It returns an error when ctx ends first; the call must not run then.
+	Wait(ctx context.Context, id string) (approved, timedOut bool, err error)
 }
 
 // Switch is what a handoff changes for the rest of the run.
@@ -425,7 +437,8 @@ func (r *run) handoff(to string, results []models.Message) {
 	}
 }
 
-// callTool runs one call; a panic in a tool is its error, not the runtime's.
+// callTool runs one call, after the user's approval when the tool asks for it; a panic in a
+// tool is its error, not the runtime's.
 func (r *run) callTool(c *models.ToolCall) (res tools.Result, err error) {
 	t, ok := r.p.Tools.Get(c.Name)
 	if !ok {
@@ -440,7 +453,52 @@ func (r *run) callTool(c *models.ToolCall) (res tools.Result, err error) {
 			res, err = tools.Result{}, fmt.Errorf("tool %s failed: internal error", c.Name)
 		}
 	}()
-	return t.Call(r.ctx, tools.Call{ID: c.ID, Arguments: c.Arguments, Host: host{r}, Session: r.p.Session})
+	call := tools.Call{ID: c.ID, Arguments: c.Arguments, Host: host{r}, Session: r.p.Session}
+	if ap, ok := t.(tools.Approver); ok {
+		req, err := ap.NeedsApproval(r.ctx, call)
+		if err != nil {
+			return tools.Result{}, err
+		}
+		if req != nil {
+			if err := r.approve(c, req); err != nil {
+				return tools.Result{}, err
+			}
+		}
+	}
+	return t.Call(r.ctx, call)
+}
+
+// approve asks the user to approve call c and waits: nil when approved, else why the call
+// must not run (denied, no answer in time, or the run ended while it waited).
+func (r *run) approve(c *models.ToolCall, req *tools.ApprovalRequest) error {
+	if r.p.Approvals == nil {
+		return errors.New("this call needs the user's approval, which this run cannot ask for")
+	}
+	id, err := r.p.Approvals.Request(r.ctx, c.Name, c.ID)
+	if err != nil {
+		return fmt.Errorf("ask for approval: %w", err)
+	}
+	if err := r.emit(&sse.Frame{Type: sse.TypeConfirmationRequired, CorrelationID: id, ToolName: c.Name, ToolID: c.ID,
+		Endpoint: req.Endpoint, Method: req.Method, ApprovalReason: req.Reason, Escalated: req.Escalated,
+		Parameters: c.Arguments, ConnectionName: req.Connection}); err != nil {
+		return fmt.Errorf("cancelled: %w", err)
+	}
+	approved, timedOut, err := r.p.Approvals.Wait(r.ctx, id)
+	if err != nil {
+		return fmt.Errorf("cancelled while waiting for approval: %w", err)
+	}
+	f := sse.Frame{Type: sse.TypeDenied, ResourceType: "tool_call", PreviewID: id, ToolID: c.ID, TimedOut: timedOut}
+	if approved {
+		f.Type = sse.TypeApproved
+	}
+	_ = r.emit(&f)
+	switch {
+	case approved:
+		return nil
+	case timedOut:
+		return errors.New("no answer to the approval request in time: the call was denied and not made")
+	}
+	return errors.New("the user denied this call: it was not made")
 }
 
 // host is the tools.Host of a run.

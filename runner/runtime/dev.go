@@ -22,6 +22,8 @@ type DevOptions struct {
 	// MaxTurns and IdleTimeout are as in Options.
 	MaxTurns    int
 	IdleTimeout time.Duration
+	// ApprovalTimeout is as in Options (SVC_APPROVAL_TIMEOUT).
+	ApprovalTimeout time.Duration
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -49,7 +51,7 @@ func NewDev(o DevOptions) (*Runtime, *agent.Agent, error) {
 	rt, err := New(Options{
 		Agent: ag, Version: ag.Config.Version, DeployID: "dev", Sessions: memstore.New(),
 		AuthToken: o.AuthToken, Models: NewModels(env, nil), DefaultModel: o.DefaultModel, Env: env,
-		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, Logger: log,
+		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, Logger: log,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -21,6 +21,7 @@ const (
 	CodeBadMethod       = "method_not_allowed"
 	CodeTurnInProgress  = "turn_in_progress"
 	CodeNoActiveTurn    = "no_active_turn"
+	CodeAlreadyAnswered = "already_answered"
 	CodeTooLarge        = "request_too_large"
 	CodeSessionFull     = "session_storage_full"
 	CodeAgentFull       = "agent_storage_full"
@@ -40,6 +41,7 @@ var catalog = map[string]struct {
 	CodeBadMethod:       {http.StatusMethodNotAllowed, "the route does not take this method"},
 	CodeTurnInProgress:  {http.StatusConflict, "a turn is already running in this session"},
 	CodeNoActiveTurn:    {http.StatusConflict, "no turn of this session is accepting messages"},
+	CodeAlreadyAnswered: {http.StatusConflict, "the approval was already decided"},
 	CodeTooLarge:        {http.StatusRequestEntityTooLarge, "the request body is larger than 50 MB"},
 	CodeSessionFull:     {http.StatusRequestEntityTooLarge, "the session holds as much as a session may"},
 	CodeAgentFull:       {http.StatusTooManyRequests, "the agent's sessions hold as much as an agent may"},

@@ -12,6 +12,7 @@ import (
 
 	"svc/agent"
 	"svc/auth"
+	"svc/runner/approvals"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
@@ -68,6 +69,12 @@ type Options struct {
 	DefaultModel agent.ModelRef
 	// Env resolves env: references (for /inspect/connections); nil means none resolve.
 	Env func(name string) (string, bool)
+	// Approvals records the approvals of tool calls and wakes the turns that wait for them;
+	// share one among the runtimes of a process. nil means one in memory for this runtime.
+	Approvals *approvals.Hub
+	// ApprovalTimeout denies a call whose approval got no answer (SVC_APPROVAL_TIMEOUT); 0
+	// means 10 minutes.
+	ApprovalTimeout time.Duration
 	// MaxTurns is the model-turn limit of a run; 0 means 50.
 	MaxTurns int
 	// IdleTimeout evicts live sessions (and expires prepared ones); 0 means 30 minutes.
@@ -102,6 +109,8 @@ type Runtime struct {
 	cache    *live.Cache // the sessions held in memory between requests
 	blobs    sessions.Blobs
 	bodies   *BodyBudget
+	hub      *approvals.Hub
+	ownHub   bool // the hub is this runtime's: Close closes it
 
 	done   chan struct{}
 	closed sync.Once
@@ -127,6 +136,14 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if rt.store == nil {
 		rt.store = memstore.New()
+	}
+	rt.hub = opts.Approvals
+	if rt.hub == nil {
+		hub, err := approvals.NewHub(context.Background(), approvals.HubConfig{Store: &approvals.Memory{}, Logger: opts.Logger, Now: opts.Now})
+		if err != nil {
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+		rt.hub, rt.ownHub = hub, true
 	}
 	if rt.locker == nil {
 		rt.locker = &memstore.Locks{}
@@ -159,6 +176,7 @@ func New(opts Options) (*Runtime, error) {
 		Agent: rt.ag, AgentID: opts.AgentID, Profiles: rt.profiles, Cache: rt.cache, Store: rt.store,
 		Blobs: rt.blobs, Locker: rt.locker, Storage: opts.Storage, Models: rt.models,
 		DefaultModel: opts.DefaultModel, MaxTurns: opts.MaxTurns, ContextWindow: opts.ContextWindow,
+		Approvals: rt.hub, ApprovalTimeout: opts.ApprovalTimeout,
 		Logger: rt.log, Now: rt.now,
 	})
 	if err != nil {
@@ -200,7 +218,12 @@ func CrossOrigin(w http.ResponseWriter, r *http.Request) (answered bool) {
 
 // Close stops idle eviction, ends /api/events streams and waits for both, or for ctx.
 func (rt *Runtime) Close(ctx context.Context) error {
-	rt.closed.Do(func() { close(rt.done) })
+	rt.closed.Do(func() {
+		close(rt.done)
+		if rt.ownHub {
+			_ = rt.hub.Close() // a memory hub has nothing to fail
+		}
+	})
 	waited := make(chan struct{})
 	go func() { rt.wg.Wait(); close(waited) }()
 	select {
@@ -219,6 +242,7 @@ func (rt *Runtime) routes() {
 	m.Handle("POST /chat/sync", rt.handle(rt.chatSync))
 	m.Handle("POST /chat/ai-stream", rt.handle(rt.chatAIStream))
 	m.Handle("POST /chat/sessions/{id}/messages", rt.handle(rt.queueMessage))
+	m.Handle("POST /chat/sessions/{id}/ask-user-response", rt.handle(rt.answerApproval))
 	m.Handle("POST /sessions", rt.handle(rt.prepareSession))
 	m.Handle("GET /sessions/history", rt.handle(rt.listHistory))
 	m.Handle("GET /sessions/history/{id}", rt.handle(rt.getHistory))

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"svc/auth"
+	"svc/runner/approvals"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
@@ -323,6 +325,49 @@ func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *call
 // not part of this runtime yet, so no session can be waiting for an answer.
 func (rt *Runtime) pendingApprovals(w http.ResponseWriter, r *http.Request, c *caller) error {
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": []historyItem{}})
+	return nil
+}
+
+// answerBody is the body of POST /chat/sessions/{id}/ask-user-response.
+type answerBody struct {
+	CorrelationID string `json:"correlation_id"`
+	AskID         string `json:"ask_id"`
+	Approved      *bool  `json:"approved"`
+}
+
+// answerApproval serves POST /chat/sessions/{id}/ask-user-response: the user's answer to a
+// confirmation_required of the session's running turn, which may run in another runtime.
+func (rt *Runtime) answerApproval(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var body answerBody
+	if err := readJSON(w, r, &body); err != nil {
+		return err
+	}
+	id := cmp.Or(body.CorrelationID, body.AskID)
+	switch {
+	case id == "":
+		return invalid("correlation_id", "is required (or ask_id): the correlation_id of the confirmation_required frame")
+	case body.Approved == nil:
+		return invalid("approved", "is required: true or false")
+	}
+	l, err := rt.visible(r, c)
+	if err != nil {
+		return err
+	}
+	rt.cache.Done(l)
+	status := approvals.Denied
+	if *body.Approved {
+		status = approvals.Approved
+	}
+	a, err := rt.hub.Decide(r.Context(), rt.opts.AgentID, l.ID, id, status)
+	switch {
+	case errors.Is(err, approvals.ErrNotFound):
+		return &APIError{Code: CodeNotFound, Message: fmt.Sprintf("session %s has no approval %q", l.ID, id)}
+	case errors.Is(err, approvals.ErrDecided):
+		return &APIError{Code: CodeAlreadyAnswered, Message: fmt.Sprintf("approval %s is %s already", id, a.Status)}
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": a.Status})
 	return nil
 }
 

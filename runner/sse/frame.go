@@ -28,6 +28,10 @@ const (
 	TypeAskChoice       Type = "ask_choice"
 	TypeAgentHandoff    Type = "agent_handoff"
 	TypeWidget          Type = "widget"
+
+	TypeConfirmationRequired Type = "confirmation_required"
+	TypeApproved             Type = "approved"
+	TypeDenied               Type = "denied"
 )
 
 // Tool call result statuses.
@@ -67,6 +71,16 @@ type Frame struct {
 
 	WidgetType string          // widget
 	Data       json.RawMessage // widget
+
+	CorrelationID  string // confirmation_required
+	Endpoint       string // confirmation_required
+	Method         string // confirmation_required
+	ApprovalReason string // confirmation_required: why the call needs approval
+	Escalated      bool   // confirmation_required
+	ConnectionName string // confirmation_required, for a connection call
+	ResourceType   string // approved, denied: "tool_call"
+	PreviewID      string // approved, denied: the correlation_id answered
+	TimedOut       bool   // denied: no answer came in time
 
 	ToolName       string          // tool_call_start, tool_log, session_updated
 	ToolID         string          // tool_call_start, tool_label_update, tool_call_result
@@ -164,6 +178,25 @@ func appendFrame(dst []byte, f *Frame, stamp []byte) []byte {
 	case TypeWidget:
 		dst = field(dst, "widget_type", f.WidgetType)
 		dst = rawField(dst, "data", f.Data, "null")
+	case TypeConfirmationRequired:
+		dst = field(dst, "correlation_id", f.CorrelationID)
+		dst = field(dst, "tool_name", f.ToolName)
+		dst = field(dst, "tool_id", f.ToolID)
+		dst = field(dst, "endpoint", f.Endpoint)
+		dst = field(dst, "method", f.Method)
+		dst = field(dst, "reason", f.ApprovalReason)
+		dst = boolField(dst, "escalated", f.Escalated)
+		if len(f.Parameters) > 0 {
+			dst = rawField(dst, "params", f.Parameters, "{}")
+		}
+		dst = optField(dst, "connection_name", f.ConnectionName)
+	case TypeApproved, TypeDenied:
+		dst = field(dst, "resource_type", f.ResourceType)
+		dst = field(dst, "preview_id", f.PreviewID)
+		dst = optField(dst, "tool_id", f.ToolID)
+		if f.TimedOut {
+			dst = append(dst, `,"timeout":true`...)
+		}
 	case TypeCompactionStart:
 		dst = intField(dst, "estimated_tokens", int64(f.EstimatedTokens))
 		dst = intField(dst, "threshold", int64(f.Threshold))
@@ -208,6 +241,15 @@ func optField(dst []byte, name, value string) []byte {
 		return dst
 	}
 	return field(dst, name, value)
+}
+
+func boolField(dst []byte, name string, v bool) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, name...)
+	if v {
+		return append(dst, `":true`...)
+	}
+	return append(dst, `":false`...)
 }
 
 func intField(dst []byte, name string, v int64) []byte {

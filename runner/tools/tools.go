@@ -45,11 +45,21 @@ type Session struct {
 }
 
 // Approver is optionally implemented by a tool some of whose calls need the user's approval
-// before they run (CONTRACT §7, Approvals). The loop asks it before Call: when need is true
-// the call waits for the user's answer and runs only if approved; an error refuses the call
-// at once (an error result naming the rule), without asking.
+// before they run (CONTRACT §7, Approvals). The loop asks it before Call: a nil request runs
+// the call; a request makes the call wait for the user's answer and run only if approved; an
+// error refuses the call at once (an error result naming the rule), without asking.
 type Approver interface {
-	NeedsApproval(ctx context.Context, call Call) (need bool, err error)
+	NeedsApproval(ctx context.Context, call Call) (*ApprovalRequest, error)
+}
+
+// ApprovalRequest says what a call that needs approval will do, for the user who decides
+// (the confirmation_required frame).
+type ApprovalRequest struct {
+	Endpoint   string // what the call reaches: an API path, or the tool's name
+	Method     string // an HTTP method, or "CALL" for a tool
+	Reason     string // why it needs approval, for people
+	Escalated  bool   // the rule that asks is stricter than the default for such a call
+	Connection string // the connection, for a request call; "" otherwise
 }
 
 // Host is what a running tool may do besides returning its result. Its methods are safe for

@@ -11,6 +11,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"svc/agent"
+	"svc/runner/approvals"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
@@ -72,8 +73,12 @@ type Config struct {
 	// the model's window for compaction (0: the model's).
 	MaxTurns      int
 	ContextWindow int
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// Approvals records and awaits the user's approval of calls that need it; nil refuses such
+	// calls. ApprovalTimeout denies an approval without an answer (0: approvals.DefaultTimeout).
+	Approvals       *approvals.Hub
+	ApprovalTimeout time.Duration
+	Logger          *slog.Logger
+	Now             func() time.Time
 }
 
 // Engine begins and runs turns. It is safe for concurrent use.

@@ -7,9 +7,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"svc/agent"
+	"svc/auth"
+	"svc/runner/approvals"
 	"svc/runner/loop"
 	"svc/runner/models"
 	"svc/runner/sessions"
@@ -240,7 +243,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			Session: tools.Session{ID: t.l.ID, Context: t.context},
+			Session: tools.Session{ID: t.l.ID, Context: t.context}, Approvals: t.approvals(),
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})
 	}
@@ -353,4 +356,58 @@ func titleOf(text string) string {
 	}
 	r := []rune(line)
 	return string(r[:79]) + "…"
+}
+
+// approvals is the turn's side of the approvals of its calls, or nil when the Engine has none.
+func (t *Turn) approvals() loop.Approvals {
+	if t.e.cfg.Approvals == nil {
+		return nil
+	}
+	return &turnApprovals{t: t, pending: map[string]approvals.Approval{}}
+}
+
+// turnApprovals implements loop.Approvals over the Engine's Hub.
+type turnApprovals struct {
+	t       *Turn
+	mu      sync.Mutex
+	pending map[string]approvals.Approval
+}
+
+// Request implements loop.Approvals.
+func (a *turnApprovals) Request(ctx context.Context, toolName, toolID string) (string, error) {
+	cfg := a.t.e.cfg
+	ap, err := cfg.Approvals.Request(ctx, approvals.Approval{
+		ID: auth.NewID("apr_"), AgentID: cfg.AgentID, SessionID: a.t.l.ID, ToolName: toolName, ToolID: toolID,
+	}, cfg.ApprovalTimeout)
+	if err != nil {
+		return "", err
+	}
+	a.mu.Lock()
+	a.pending[ap.ID] = ap
+	a.mu.Unlock()
+	return ap.ID, nil
+}
+
+// Wait implements loop.Approvals.
+func (a *turnApprovals) Wait(ctx context.Context, id string) (approved, timedOut bool, err error) {
+	a.mu.Lock()
+	ap, ok := a.pending[id]
+	delete(a.pending, id)
+	a.mu.Unlock()
+	if !ok {
+		return false, false, fmt.Errorf("approval %s was not requested by this turn", id)
+	}
+	got, err := a.t.e.cfg.Approvals.Wait(ctx, ap)
+	if err != nil {
+		return false, false, err
+	}
+	switch got.Status {
+	case approvals.Approved:
+		return true, false, nil
+	case approvals.Expired:
+		return false, true, nil
+	case approvals.Cancelled:
+		return false, false, context.Cause(ctx)
+	}
+	return false, false, nil
 }
