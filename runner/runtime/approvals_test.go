@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -43,14 +45,16 @@ func (g *guardedTool) Call(context.Context, tools.Call) (tools.Result, error) {
 
 // stream is a chat stream read frame by frame.
 type stream struct {
-	t    *testing.T
+	t    testing.TB
 	resp *http.Response
 	rd   *bufio.Reader
 	all  []frame
 	stop context.CancelFunc
 }
 
-func (e *env) open(t *testing.T, body map[string]any) *stream {
+func (e *env) open(t *testing.T, body map[string]any) *stream { return openB(t, e, body) }
+
+func openB(t testing.TB, e *env, body map[string]any) *stream {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req := e.request("POST", "/chat/stream", "", body).WithContext(ctx)
@@ -249,6 +253,67 @@ func TestApprovalAnsweredElsewhere(t *testing.T) {
 				t.Errorf("result %v, %d calls", res, tool.calls.Load())
 			}
 			_, _ = io.Copy(io.Discard, s.rd)
+		})
+	}
+}
+
+// timedTool records when its call starts.
+type timedTool struct {
+	guardedTool
+	called chan time.Time
+}
+
+func (g *timedTool) Call(ctx context.Context, c tools.Call) (tools.Result, error) {
+	g.called <- time.Now()
+	return g.guardedTool.Call(ctx, c)
+}
+
+// BenchmarkApprovalAnswerToCall is the time from sending ask-user-response to the approved call
+// starting, over a real listener: memory approvals in one runtime, and approvals in Postgres
+// answered on a second runtime that wakes the first through Redis. Reports p50 and p99.
+func BenchmarkApprovalAnswerToCall(b *testing.B) {
+	for _, shared := range []bool{false, true} {
+		name := map[bool]string{false: "memory", true: "postgres+redis"}[shared]
+		b.Run(name, func(b *testing.B) {
+			tool := &timedTool{guardedTool: guardedTool{name: "refund"}, called: make(chan time.Time, 1)}
+			o := runtime.Options{Agent: loadAgent(b, "hello"), ExtraTools: []tools.Tool{tool},
+				DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}}
+			a, answerer := start(b, o), (*env)(nil)
+			if shared {
+				db := dbtest.Postgres(b)
+				store, locks := dbstore.New(db), &memstore.Locks{}
+				hub := func() *approvals.Hub {
+					h, err := approvals.NewHub(context.Background(), approvals.HubConfig{Store: approvals.NewDB(db), Redis: dbtest.Redis(b), PollInterval: time.Hour})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { h.Close() })
+					return h
+				}
+				o.AgentID, o.Sessions, o.Locker, o.SharedStore = "agt_b", store, locks, true
+				o.Approvals = hub()
+				a = start(b, o)
+				o.Approvals = hub()
+				answerer = start(b, o)
+			} else {
+				answerer = a
+			}
+			lat := make([]time.Duration, 0, b.N)
+			for i := 0; b.Loop(); i++ {
+				session := "ses_b" + strconv.Itoa(i)
+				s := openB(b, a, map[string]any{"message": "/tool refund {}", "session_id": session})
+				id := str(s.until("confirmation_required").Data["correlation_id"])
+				sent := time.Now()
+				if r := answerer.answer(session, id, true); r.Status != http.StatusOK {
+					b.Fatalf("answer: %d %s", r.Status, r.Body)
+				}
+				lat = append(lat, (<-tool.called).Sub(sent))
+				s.until("done")
+				s.stop()
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 		})
 	}
 }
