@@ -36,6 +36,7 @@ type aiSink struct {
 	textID    string // open text part
 	reasonID  string // open reasoning part
 	failed    bool
+	denied    map[string]bool // tool calls answered with tool-output-denied: their error result is not repeated
 }
 
 // Emit implements loop.Sink.
@@ -118,7 +119,30 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 		if err := s.write(append(b, '}')); err != nil {
 			return err
 		}
+	case sse.TypeConfirmationRequired:
+		b = s.chunk(b, `{"type":"tool-approval-request","approvalId":`, f.CorrelationID)
+		b = append(b, `,"toolCallId":`...)
+		b = sse.AppendString(b, f.ToolID)
+		if err := s.write(append(b, '}')); err != nil {
+			return err
+		}
+		return s.dataPart(f) // endpoint, method and reason, which the chunk has no room for
+	case sse.TypeDenied:
+		if f.ToolID != "" {
+			if s.denied == nil {
+				s.denied = map[string]bool{}
+			}
+			s.denied[f.ToolID] = true
+			if err := s.write(s.chunk(b, `{"type":"tool-output-denied","toolCallId":`, f.ToolID, "}")); err != nil {
+				return err
+			}
+		}
+		return s.dataPart(f) // timeout
 	case sse.TypeToolCallResult:
+		if s.denied[f.ToolID] {
+			s.newStep = true
+			return nil
+		}
 		if f.Status == sse.StatusError {
 			b = s.chunk(b, `{"type":"tool-output-error","toolCallId":`, f.ToolID)
 			b = append(b, `,"errorText":`...)
@@ -183,17 +207,19 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 			return err
 		}
 	default:
-		// No protocol equivalent: a transient data part carrying the frame.
-		b = append(b, `{"type":"data-`...)
-		b = append(b, f.Type...)
-		b = append(b, `","data":`...)
-		b = sse.AppendJSON(b, f, s.now())
-		b = append(b, `,"transient":true}`...)
-		if err := s.write(b); err != nil {
-			return err
-		}
+		return s.dataPart(f)
 	}
 	return nil
+}
+
+// dataPart writes f as a transient data part, for frames the protocol has no chunk for.
+func (s *aiSink) dataPart(f *sse.Frame) error {
+	b := append(s.buf[:0], `{"type":"data-`...)
+	b = append(b, f.Type...)
+	b = append(b, `","data":`...)
+	b = sse.AppendJSON(b, f, s.now())
+	b = append(b, `,"transient":true}`...)
+	return s.write(b)
 }
 
 // chunk appends prefix, the JSON string id, and suffixes.

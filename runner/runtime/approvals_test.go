@@ -317,3 +317,30 @@ func BenchmarkApprovalAnswerToCall(b *testing.B) {
 		})
 	}
 }
+
+// The AI SDK stream carries an approval in the protocol's own chunks: tool-approval-request,
+// and tool-output-denied for a denial (without a repeated error).
+func TestApprovalAIStream(t *testing.T) {
+	tool := &guardedTool{name: "refund"}
+	e := approvalRuntime(t, tool, runtime.Options{ApprovalTimeout: 30 * time.Millisecond})
+	r := e.do("POST", "/chat/ai-stream", "", map[string]any{"message": "/tool refund {}"})
+	var chunks []string
+	for _, f := range r.Frames {
+		chunks = append(chunks, f.typ())
+	}
+	want := []string{"tool-input-available", "tool-approval-request", "data-confirmation_required", "tool-output-denied", "data-denied"}
+	at := 0
+	for _, c := range chunks {
+		if at < len(want) && c == want[at] {
+			at++
+		}
+	}
+	if at != len(want) || slices.Contains(chunks, "tool-output-error") {
+		t.Errorf("chunks %v: want %v in order and no tool-output-error", chunks, want)
+	}
+	for _, f := range r.Frames {
+		if f.typ() == "tool-approval-request" && (!strings.HasPrefix(str(f.Data["approvalId"]), "apr_") || len(f.Data) != 3) {
+			t.Errorf("chunk %s: want exactly type, approvalId, toolCallId", f.Raw)
+		}
+	}
+}
