@@ -122,19 +122,34 @@ func (t *storeTool) Labels(args json.RawMessage) (running, completed string) {
 	return verbs[0] + what, verbs[1] + what
 }
 
-// Output shapes of the store tools.
-type (
-	recordOut struct {
-		Key     string          `json:"key"`
-		Version int64           `json:"version"`
-		Value   json.RawMessage `json:"value"`
+// Item is a record as the store tools (and the store routes) show it: the contract's
+// {key, version, value}.
+type Item struct {
+	Key     string          `json:"key"`
+	Version int64           `json:"version"`
+	Value   json.RawMessage `json:"value"`
+}
+
+// ItemOf returns the Item of rec.
+func ItemOf(rec Record) Item { return Item{Key: rec.Key, Version: rec.Version, Value: rec.Value} }
+
+// Items returns the Items of recs, never nil (so that JSON shows an empty list as []).
+func Items(recs []Record) []Item {
+	out := make([]Item, len(recs))
+	for i, rec := range recs {
+		out[i] = ItemOf(rec)
 	}
+	return out
+}
+
+// Output shapes of the store tools besides Item.
+type (
 	notFoundOut struct {
 		Key   string `json:"key"`
 		Found bool   `json:"found"`
 	}
 	itemsOut struct {
-		Items []recordOut `json:"items"`
+		Items []Item `json:"items"`
 	}
 	deletedOut struct {
 		Key     string `json:"key"`
@@ -176,7 +191,7 @@ func (t *storeTool) run(ctx context.Context, call tools.Call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return recordOut{Key: rec.Key, Version: rec.Version, Value: rec.Value}, nil
+		return ItemOf(rec), nil
 	case ActionQuery:
 		q, err := t.queryArgs(call.Arguments)
 		if err != nil {
@@ -186,11 +201,7 @@ func (t *storeTool) run(ctx context.Context, call tools.Call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out := itemsOut{Items: make([]recordOut, len(recs))}
-		for i, rec := range recs {
-			out.Items[i] = recordOut{Key: rec.Key, Version: rec.Version, Value: rec.Value}
-		}
-		return out, nil
+		return itemsOut{Items: Items(recs)}, nil
 	}
 	key, err := t.keyArg(call.Arguments)
 	if err != nil {
@@ -205,7 +216,7 @@ func (t *storeTool) run(ctx context.Context, call tools.Call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return recordOut{Key: rec.Key, Version: rec.Version, Value: rec.Value}, nil
+		return ItemOf(rec), nil
 	case ActionDelete:
 		deleted, err := t.recs.Delete(ctx, store, key)
 		if err != nil {
