@@ -8,7 +8,7 @@
 CREATE TABLE IF NOT EXISTS store_records (
     agent_id      TEXT NOT NULL,
     store         TEXT NOT NULL,
-    record_key    TEXT NOT NULL,
+    record_key    TEXT COLLATE "C" NOT NULL,
     version       BIGINT NOT NULL,
     value         JSONB NOT NULL,
     updated_at    TIMESTAMPTZ NOT NULL,
@@ -16,13 +16,14 @@ CREATE TABLE IF NOT EXISTS store_records (
     tool_call_id  TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (agent_id, store, record_key)
 );
--- Queries and the store routes' lists: newest first.
+-- Queries and the store routes' lists: newest first, then by key in byte order (COLLATE "C",
+-- as SQLite and Go compare), so that every backend lists ties alike.
 CREATE INDEX IF NOT EXISTS store_records_newest ON store_records(agent_id, store, updated_at DESC, record_key);
 
 CREATE TABLE IF NOT EXISTS store_versions (
     agent_id      TEXT NOT NULL,
     store         TEXT NOT NULL,
-    record_key    TEXT NOT NULL,
+    record_key    TEXT COLLATE "C" NOT NULL,
     version       BIGINT NOT NULL,
     value         JSONB NOT NULL,
     updated_at    TIMESTAMPTZ NOT NULL,

@@ -59,15 +59,6 @@ func New(p Params) (*Records, error) {
 	return r, nil
 }
 
-// Definition returns the definition of store name.
-func (r *Records) Definition(name string) (*agent.Store, bool) {
-	e, ok := r.entities[name]
-	if !ok {
-		return nil, false
-	}
-	return e.def, true
-}
-
 func (r *Records) entity(store string) (*entity, error) {
 	e, ok := r.entities[store]
 	if !ok {

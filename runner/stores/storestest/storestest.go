@@ -35,6 +35,7 @@ func Run(t *testing.T, newFactory func(t *testing.T) Factory) {
 		{"HistoryNone", testHistoryNone},
 		{"Query", testQuery},
 		{"QueryLimits", testQueryLimits},
+		{"QueryTies", testQueryTies},
 		{"Delete", testDelete},
 		{"ConcurrentSets", testConcurrentSets},
 		{"AgentIsolation", testAgentIsolation},
@@ -372,6 +373,22 @@ func testQueryLimits(t *testing.T, f Factory) {
 		if !errors.As(err, &fe) || fe.Field != "limit" || !errors.Is(err, stores.ErrInvalid) {
 			t.Errorf("Query(limit %d) err = %v, want a FieldError naming limit", limit, err)
 		}
+	}
+}
+
+func testQueryTies(t *testing.T, f Factory) {
+	// Records written at the same instant come in key order, bytewise: upper case before "_"
+	// before lower case, whatever the database's collation.
+	r, err := stores.New(stores.Params{Stores: Definitions(), Backend: f("agent-1"), Now: func() time.Time { return Base }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"b", "B", "a", "_", "a b", "ab", "é"} {
+		mustSet(t, r, "notes", fmt.Sprintf(`{"id":%q}`, id), stores.Trace{})
+	}
+	want := []string{"B", "_", "a", "a b", "ab", "b", "é"}
+	if d := cmp.Diff(want, keys(mustQuery(t, r, "notes", stores.Query{}))); d != "" {
+		t.Fatalf("keys of one instant (-want +got):\n%s", d)
 	}
 }
 

@@ -16,7 +16,8 @@ CREATE TABLE IF NOT EXISTS store_records (
     tool_call_id  TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (agent_id, store, record_key)
 );
--- Queries and the store routes' lists: newest first.
+-- Queries and the store routes' lists: newest first, then by key in byte order (SQLite's
+-- BINARY collation, as Postgres's COLLATE "C"), so that every backend lists ties alike.
 CREATE INDEX IF NOT EXISTS store_records_newest ON store_records(agent_id, store, updated_at DESC, record_key);
 
 CREATE TABLE IF NOT EXISTS store_versions (
