@@ -22,9 +22,9 @@ import (
 //go:embed schema/postgres/*.sql schema/sqlite/*.sql
 var schema embed.FS
 
-// SchemaFiles returns the store schema of dialect, file name to SQL: what Open applies to a
+// schemaFiles returns the store schema of dialect, file name to SQL: what Open applies to a
 // database of the agent's own.
-func SchemaFiles(dialect migrations.Dialect) (map[string]string, error) {
+func schemaFiles(dialect migrations.Dialect) (map[string]string, error) {
 	dir := "schema/" + string(dialect)
 	entries, err := fs.ReadDir(schema, dir)
 	if err != nil {
