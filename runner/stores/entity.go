@@ -54,6 +54,7 @@ type entity struct {
 	def    *agent.Store
 	key    []keyPart // the key template, in order
 	keyOf  map[string]bool
+	keys   []string // the fields of the key template, in template order, without repeats
 	fields []string // every field of the schema, sorted
 }
 
@@ -90,21 +91,13 @@ func newEntity(store string, def *agent.Store) (*entity, error) {
 			return nil, fmt.Errorf("store %q: entity.key: {%s} is not a field of entity.schema", store, name)
 		}
 		e.key = append(e.key, keyPart{field: name})
-		e.keyOf[name] = true
+		if !e.keyOf[name] {
+			e.keyOf[name] = true
+			e.keys = append(e.keys, name)
+		}
 		rest = rest[end+1:]
 	}
 	return e, nil
-}
-
-// keyFields returns the fields of the key template, in template order, without repeats.
-func (e *entity) keyFields() []string {
-	var out []string
-	for _, p := range e.key {
-		if p.field != "" && !slices.Contains(out, p.field) {
-			out = append(out, p.field)
-		}
-	}
-	return out
 }
 
 // record checks the fields of a record to set (a JSON object) against the schema and returns
@@ -129,7 +122,7 @@ func (e *entity) record(raw json.RawMessage) (key string, value json.RawMessage,
 		}
 		obj[name] = v
 	}
-	for _, name := range e.keyFields() {
+	for _, name := range e.keys {
 		if _, ok := obj[name]; !ok {
 			errs = append(errs, fieldErr(name, "missing; it is part of the key %q", e.def.Entity.Key))
 		}

@@ -66,7 +66,7 @@ func toolParameters(e *entity, action string) json.RawMessage {
 			}
 			props[name] = p
 		}
-		schema = map[string]any{"type": "object", "properties": props, "required": e.keyFields(), "additionalProperties": false}
+		schema = map[string]any{"type": "object", "properties": props, "required": e.keys, "additionalProperties": false}
 	case ActionQuery:
 		props := map[string]any{}
 		var names []string
