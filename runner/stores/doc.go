@@ -22,7 +22,7 @@
 // Memory keeps records in a map (svc dev, tests). SQL keeps them in two tables, store_records
 // (the current version of each key) and store_versions (the earlier ones), in SQLite or
 // Postgres, with an agent_id column so that agents can share a database: the platform database
-// (migration 00008) or a database of the agent's own named by svc.json "stores.url". Open
+// (migration 00009) or a database of the agent's own named by svc.json "stores.url". Open
 // creates the tables in the latter with the same versioned SQL, embedded under schema/ and run
 // by goose with a version table of its own (svc_stores_goose_version), rather than with an
 // ad-hoc AutoMigrate: both databases get the same tables, and a later change is a numbered file

@@ -17,7 +17,7 @@ import (
 
 // schema is the store tables as versioned SQL (goose), one set per dialect, run by Open on a
 // database of the agent's own. Its files are the platform migrations of the store tables
-// (00008 on): a change to the tables is a new file in both places, with the same text.
+// (00009 on): a change to the tables is a new file in both places, with the same text.
 //
 //go:embed schema/postgres/*.sql schema/sqlite/*.sql
 var schema embed.FS
@@ -65,7 +65,7 @@ type OpenParams struct {
 
 // Open returns the backend of one agent's stores:
 //
-//   - no "stores" entry: the platform database (tables of migration 00008, rows of
+//   - no "stores" entry: the platform database (tables of migration 00009, rows of
 //     p.AgentID), or memory when p.Platform is nil;
 //   - backend "memory": memory, lost when the runtime stops (a url is not used);
 //   - backend "sqlite" or "postgres" with a url: the database that env: reference names,

@@ -17,7 +17,7 @@ import (
 const maxSetAttempts = 8
 
 // SQL is a Backend over a SQLite or Postgres database that carries the store tables (the
-// platform database from migration 00008 on, or a database Open migrated itself). One SQL
+// platform database from migration 00009 on, or a database Open migrated itself). One SQL
 // serves one agent: every statement is bound to its agent id.
 //
 // A Set is one transaction. On Postgres it locks the key's current row (SELECT ... FOR UPDATE),
@@ -36,7 +36,7 @@ type SQL struct {
 var _ Backend = (*SQL)(nil)
 
 // NewSQL returns the backend of agent agentID over db, which must carry the store tables
-// (migration 00008 of the platform database). Close leaves db open.
+// (migration 00009 of the platform database). Close leaves db open.
 func NewSQL(db *gorm.DB, agentID string) *SQL {
 	return &SQL{db: db, agentID: agentID, pg: migrations.DialectOf(db) == migrations.Postgres}
 }

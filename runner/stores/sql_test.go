@@ -26,7 +26,7 @@ func sqlFactory(db *gorm.DB) func(t *testing.T) storestest.Factory {
 	}
 }
 
-// TestSQLPlatform runs the suite on the platform database (migration 00008), SQLite and Postgres.
+// TestSQLPlatform runs the suite on the platform database (migration 00009), SQLite and Postgres.
 func TestSQLPlatform(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		storestest.Run(t, sqlFactory(db))
@@ -136,7 +136,7 @@ func TestOwnDatabaseIsThePlatformDatabase(t *testing.T) {
 }
 
 // TestSchemaIsThePlatformMigration keeps the embedded store schema and the platform's
-// migration 00008 the same SQL, so that both databases get the same tables.
+// migration 00009 the same SQL, so that both databases get the same tables.
 func TestSchemaIsThePlatformMigration(t *testing.T) {
 	for _, dialect := range []migrations.Dialect{migrations.SQLite, migrations.Postgres} {
 		files, err := stores.SchemaFiles(dialect)
@@ -147,12 +147,12 @@ func TestSchemaIsThePlatformMigration(t *testing.T) {
 		if !ok || len(files) != 1 {
 			t.Fatalf("%s: store schema files = %v, want 00001_stores.sql", dialect, files)
 		}
-		platform, err := os.ReadFile(filepath.Join("..", "..", "migrations", string(dialect), "00008_stores.sql"))
+		platform, err := os.ReadFile(filepath.Join("..", "..", "migrations", string(dialect), "00009_stores.sql"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if own != string(platform) {
-			t.Errorf("%s: runner/stores/schema/%s/00001_stores.sql differs from migrations/%s/00008_stores.sql", dialect, dialect, dialect)
+			t.Errorf("%s: runner/stores/schema/%s/00001_stores.sql differs from migrations/%s/00009_stores.sql", dialect, dialect, dialect)
 		}
 	}
 }

@@ -2,7 +2,7 @@
 -- Records of agents' stores (runner/stores). store_records holds the current version of each
 -- key, store_versions the earlier ones (at most the store's history.versions). agent_id keeps
 -- the agents that share a database apart; session_id and tool_call_id trace a write on stores
--- with "trace": true. The same SQL is the platform database's migration 00008 and the first
+-- with "trace": true. The same SQL is the platform database's migration 00009 and the first
 -- migration runner/stores runs on a database of the agent's own (svc.json "stores.url"),
 -- hence IF NOT EXISTS: that database may be the platform's.
 CREATE TABLE IF NOT EXISTS store_records (
