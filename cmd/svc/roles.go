@@ -27,6 +27,7 @@ import (
 	"svc/runner/sessions/memstore"
 	"svc/runner/sessions/objblobs"
 	"svc/runner/sessions/redislock"
+	"svc/runner/stores"
 	"svc/runner/turn"
 	"svc/workers"
 )
@@ -109,16 +110,27 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			}
 			return b.Agent()
 		},
-		NewRuntime: func(_ context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
+		NewRuntime: func(ctx context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
 			env := p.envOf(d.AgentID)
-			return runtime.New(runtime.Options{
+			// The agent's stores: in its own database when svc.json names one, else in the
+			// platform's, rows kept apart by agent id.
+			backend, err := stores.Open(ctx, stores.OpenParams{Config: a.Config.Stores, AgentID: d.AgentID, Env: env, Platform: p.db})
+			if err != nil {
+				return nil, err
+			}
+			rt, err := runtime.New(runtime.Options{
 				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
-				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID),
+				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID), StoreBackend: backend,
 			})
+			if err != nil {
+				_ = backend.Close() // the runtime never took it
+				return nil, err
+			}
+			return rt, nil
 		},
 	})
 }

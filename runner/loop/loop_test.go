@@ -137,7 +137,7 @@ func TestEchoModelStop(t *testing.T) {
 
 func TestToolCallsFeedBack(t *testing.T) {
 	ag := desk(t)
-	sel := tools.ForAgent(ag, ag.Agents["default"])
+	sel := tools.ForAgent(ag, ag.Agents["default"], tools.Extensions{})
 	sink := &frames{}
 	var skills, docs []string
 	var mu sync.Mutex
@@ -581,7 +581,7 @@ func TestCompactionStopsAfterThreeFailures(t *testing.T) {
 
 func TestPrompt(t *testing.T) {
 	ag := desk(t)
-	sel := tools.ForAgent(ag, ag.Agents["default"])
+	sel := tools.ForAgent(ag, ag.Agents["default"], tools.Extensions{})
 	p := loop.Prompt{BasePrompt: ag.Config.BasePrompt, Instructions: ag.Agents["default"].Instructions, Knowledge: sel.Knowledge, Skills: sel.Skills}
 	compiled := p.Compile()
 	for _, want := range []string{

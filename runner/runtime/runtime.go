@@ -17,6 +17,7 @@ import (
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 	"svc/runner/sessions/memstore"
+	"svc/runner/stores"
 	"svc/runner/tools"
 	"svc/runner/turn"
 )
@@ -69,6 +70,9 @@ type Options struct {
 	DefaultModel agent.ModelRef
 	// Env resolves env: references (for /inspect/connections); nil means none resolve.
 	Env func(name string) (string, bool)
+	// StoreBackend keeps the records of the agent's stores (svc/stores); nil means memory for
+	// this runtime. Close closes it.
+	StoreBackend stores.Backend
 	// Approvals records the approvals of tool calls and wakes the turns that wait for them;
 	// share one among the runtimes of a process. nil means one in memory for this runtime.
 	Approvals *approvals.Hub
@@ -110,6 +114,8 @@ type Runtime struct {
 	blobs    sessions.Blobs
 	bodies   *BodyBudget
 	hub      *approvals.Hub
+	records  *stores.Records
+	backend  stores.Backend
 	ownHub   bool // the hub is this runtime's: Close closes it
 
 	done   chan struct{}
@@ -164,7 +170,17 @@ func New(opts Options) (*Runtime, error) {
 	if rt.opts.Version == "" {
 		rt.opts.Version = rt.ag.Config.Version
 	}
-	rt.profiles = turn.NewProfiles(rt.ag, opts.ExtraTools)
+	rt.backend = opts.StoreBackend
+	if rt.backend == nil {
+		rt.backend = stores.NewMemory()
+	}
+	records, err := stores.New(stores.Params{Stores: rt.ag.Stores, Backend: rt.backend, Now: rt.now})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: stores: %w", err)
+	}
+	rt.records = records
+	ext := tools.Extensions{Stores: func(access map[string]string) []tools.Tool { return stores.Tools(records, access) }}
+	rt.profiles = turn.NewProfiles(rt.ag, ext, opts.ExtraTools)
 	if g := rt.ag.Config.Guardrails; g != nil {
 		guard, err := g.PreInput.Compile()
 		if err != nil {
@@ -216,21 +232,26 @@ func CrossOrigin(w http.ResponseWriter, r *http.Request) (answered bool) {
 	return true
 }
 
-// Close stops idle eviction, ends /api/events streams and waits for both, or for ctx.
+// Close stops idle eviction, ends /api/events streams and waits for both, or for ctx; it
+// closes the store backend.
 func (rt *Runtime) Close(ctx context.Context) error {
+	var err error
 	rt.closed.Do(func() {
 		close(rt.done)
 		if rt.ownHub {
 			_ = rt.hub.Close() // a memory hub has nothing to fail
+		}
+		if cerr := rt.backend.Close(); cerr != nil {
+			err = fmt.Errorf("runtime: close the stores: %w", cerr)
 		}
 	})
 	waited := make(chan struct{})
 	go func() { rt.wg.Wait(); close(waited) }()
 	select {
 	case <-waited:
-		return nil
+		return err
 	case <-ctx.Done():
-		return fmt.Errorf("runtime: close: %w", context.Cause(ctx))
+		return errors.Join(err, fmt.Errorf("runtime: close: %w", context.Cause(ctx)))
 	}
 }
 
@@ -249,6 +270,10 @@ func (rt *Runtime) routes() {
 	m.Handle("PATCH /sessions/history/{id}", rt.handle(rt.patchHistory))
 	m.Handle("DELETE /sessions/history/{id}", rt.handle(rt.deleteHistory))
 	m.Handle("GET /sessions/pending-approvals", rt.handle(rt.pendingApprovals))
+	m.Handle("GET /stores/{store}", rt.handle(rt.listStore))
+	m.Handle("GET /stores/{store}/{key}", rt.handle(rt.getRecord))
+	m.Handle("PUT /stores/{store}/{key}", rt.handle(rt.putRecord))
+	m.Handle("DELETE /stores/{store}/{key}", rt.handle(rt.deleteRecord))
 	m.Handle("GET /inspect/context", rt.handle(rt.inspectContext))
 	m.Handle("GET /inspect/connections/{name}", rt.handle(rt.inspectConnection))
 	m.Handle("GET /api/events", rt.handle(rt.events))

@@ -41,11 +41,11 @@ func benchTool(b *testing.B, backend stores.Backend, action string) tools.Tool {
 }
 
 func benchCalls(b *testing.B, tool tools.Tool, args []json.RawMessage) {
-	ctx := stores.WithSession(context.Background(), "bench-session")
+	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		res, err := tool.Call(ctx, tools.Call{ID: "call_1", Arguments: args[i%len(args)]})
+		res, err := tool.Call(ctx, tools.Call{ID: "call_1", Arguments: args[i%len(args)], Session: tools.Session{ID: "bench-session"}})
 		if err != nil || res.IsError {
 			b.Fatalf("%s: %v %s", tool.Spec().Name, err, res.Content)
 		}

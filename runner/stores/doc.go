@@ -55,7 +55,7 @@
 // mode, and calls stores.NewTool. What the unscoped default chat (no named agent) may reach
 // is the runtime's choice, as for skills and knowledge.
 //
-// Per run: ctx = stores.WithSession(ctx, sessionID) before loop.Run, so that a write to a
+// Per run: the loop hands each call its session (tools.Call.Session), so that a write to a
 // store with "trace": true records the session as well as the tool call id.
 //
 // The store routes (runtime auth, not partitioned by scope) map onto Records:

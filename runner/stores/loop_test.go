@@ -25,17 +25,18 @@ func (s *resultFrames) Emit(f *sse.Frame) error {
 
 // TestThroughTheLoop runs store tools as the agent loop does, with the echo model asking for
 // them: the client sees success with the contract's shape as the result, or an error naming
-// the field, and the session of the run's context is traced.
+// the field, and the run's session is traced.
 func TestThroughTheLoop(t *testing.T) {
 	r := newMemoryRecords(t)
 	set := tools.NewSet(stores.Tools(r, map[string]string{"tickets": "rw"})...)
-	ctx := stores.WithSession(context.Background(), "sess-9")
+	ctx := context.Background()
 	run := func(message string) sse.Frame {
 		t.Helper()
 		sink := &resultFrames{}
 		res := loop.Run(ctx, loop.Params{
 			Provider: models.Echo{}, ProviderName: "echo", Model: "echo", Tools: set, Sink: sink,
-			Input: []models.Message{{Role: models.RoleUser, Content: message}},
+			Session: tools.Session{ID: "sess-9"},
+			Input:   []models.Message{{Role: models.RoleUser, Content: message}},
 		})
 		if res.Err != nil || len(sink.got) != 1 {
 			t.Fatalf("run %q: %v, %d tool results", message, res.Err, len(sink.got))

@@ -166,7 +166,7 @@ type (
 	}
 )
 
-// Call implements tools.Tool. A write records the session of ctx (WithSession) and call.ID as
+// Call implements tools.Tool. A write records call.Session.ID and call.ID as
 // its trace, on stores with "trace": true.
 func (t *storeTool) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
 	out, err := t.run(ctx, call)
@@ -187,7 +187,7 @@ func (t *storeTool) run(ctx context.Context, call tools.Call) (any, error) {
 	store := t.e.store
 	switch t.action {
 	case ActionSet:
-		rec, err := t.recs.Set(ctx, store, call.Arguments, Trace{SessionID: SessionFrom(ctx), ToolCallID: call.ID})
+		rec, err := t.recs.Set(ctx, store, call.Arguments, Trace{SessionID: call.Session.ID, ToolCallID: call.ID})
 		if err != nil {
 			return nil, err
 		}

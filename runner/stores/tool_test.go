@@ -92,13 +92,14 @@ func TestToolSpecs(t *testing.T) {
 
 // caller calls the store tools of one Records as the loop does.
 type caller struct {
-	t     *testing.T
-	tools map[string]tools.Tool
-	ctx   context.Context
+	t       *testing.T
+	tools   map[string]tools.Tool
+	ctx     context.Context
+	session string
 }
 
 func newCaller(t *testing.T, r *stores.Records) *caller {
-	c := &caller{t: t, tools: map[string]tools.Tool{}, ctx: stores.WithSession(context.Background(), "sess-1")}
+	c := &caller{t: t, tools: map[string]tools.Tool{}, ctx: context.Background(), session: "sess-1"}
 	for _, tool := range stores.Tools(r, map[string]string{"tickets": "rw", "notes": "rw"}) {
 		c.tools[tool.Spec().Name] = tool
 	}
@@ -108,7 +109,7 @@ func newCaller(t *testing.T, r *stores.Records) *caller {
 // call runs a tool and returns its result; a Go error fails the test.
 func (c *caller) call(name, id, args string) tools.Result {
 	c.t.Helper()
-	res, err := c.tools[name].Call(c.ctx, tools.Call{ID: id, Arguments: json.RawMessage(args)})
+	res, err := c.tools[name].Call(c.ctx, tools.Call{ID: id, Arguments: json.RawMessage(args), Session: tools.Session{ID: c.session}})
 	if err != nil {
 		c.t.Fatalf("%s(%s): %v", name, args, err)
 	}
@@ -202,7 +203,7 @@ func TestToolTraces(t *testing.T) {
 	if res := c.call("store__tickets__set", "call_42", `{"customer_id":"a","number":1}`); res.IsError {
 		t.Fatal(res.Content)
 	}
-	c.ctx = context.Background() // a run without a session
+	c.session = "" // a run without a session
 	if res := c.call("store__tickets__set", "call_43", `{"customer_id":"a","number":1}`); res.IsError {
 		t.Fatal(res.Content)
 	}
@@ -240,14 +241,5 @@ func TestToolLabels(t *testing.T) {
 	running, done := tool.(tools.Labeler).Labels(json.RawMessage(`{"key":"acme-7"}`))
 	if running != "Reading tickets acme-7" || done != "Read tickets acme-7" {
 		t.Fatalf("Labels = %q, %q", running, done)
-	}
-}
-
-func TestSessionContext(t *testing.T) {
-	if got := stores.SessionFrom(context.Background()); got != "" {
-		t.Fatalf("SessionFrom(empty) = %q", got)
-	}
-	if got := stores.SessionFrom(stores.WithSession(context.Background(), "s1")); got != "s1" {
-		t.Fatalf("SessionFrom = %q, want s1", got)
 	}
 }

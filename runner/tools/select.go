@@ -19,15 +19,24 @@ type Selection struct {
 	Omitted []string
 }
 
+// Extensions are the tools other packages make from what an agent declares (they import this
+// package, so ForAgent takes them as functions). A nil function leaves that kind of tool out,
+// listed in Selection.Omitted.
+type Extensions struct {
+	// Stores returns the store tools of access modes by store name ("r" or "rw").
+	Stores func(access map[string]string) []Tool
+}
+
 // ForAgent selects the tools of named, an agent of ag; named nil is the unscoped default chat,
-// which gets the built-ins over every knowledge document and skill of the tree.
+// which gets the built-ins over every knowledge document and skill of the tree, and every
+// store with access rw.
 //
 // ask_user is offered to a named agent that lists it; handoff to every agent when agents/
 // defines more than one, over the others.
 //
-// Store tools, connections, composite and durable tools are not supported yet: they are left
-// out and listed in Omitted, never offered with a stand-in.
-func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
+// Connections, composite and durable tools are not supported yet: they are left out and listed
+// in Omitted, never offered with a stand-in.
+func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selection {
 	var sel Selection
 	var ts []Tool
 	addHandoff := func() {
@@ -41,6 +50,15 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 			}
 		}
 		ts = append(ts, NewHandoff(others))
+	}
+	addStores := func(access map[string]string) {
+		if ext.Stores == nil {
+			for _, name := range sortedNames(access) {
+				sel.Omitted = append(sel.Omitted, "store "+name)
+			}
+			return
+		}
+		ts = append(ts, ext.Stores(access)...)
 	}
 	addKnowledge := func() {
 		if len(ag.Knowledge) == 0 {
@@ -78,9 +96,11 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 		for _, name := range sortedNames(ag.Connections) {
 			sel.Omitted = append(sel.Omitted, "connection "+name)
 		}
-		for _, name := range sortedNames(ag.Stores) {
-			sel.Omitted = append(sel.Omitted, "store "+name)
+		all := make(map[string]string, len(ag.Stores))
+		for name := range ag.Stores {
+			all[name] = "rw"
 		}
+		addStores(all)
 		addHandoff()
 		sel.Set = NewSet(ts...)
 		return sel
@@ -102,7 +122,9 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 		case ag.Tools[name] != nil:
 			sel.Omitted = append(sel.Omitted, toolKind(ag.Tools[name])+" "+name)
 		case strings.HasPrefix(name, "store__"):
-			sel.Omitted = append(sel.Omitted, "store tool "+name)
+			if ext.Stores == nil {
+				sel.Omitted = append(sel.Omitted, "store tool "+name)
+			} // else offered by its store's access mode below
 		default:
 			sel.Omitted = append(sel.Omitted, "tool "+name)
 		}
@@ -110,9 +132,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent) Selection {
 	for _, name := range named.Connections {
 		sel.Omitted = append(sel.Omitted, "connection "+name)
 	}
-	for _, name := range sortedNames(named.Stores) {
-		sel.Omitted = append(sel.Omitted, "store "+name)
-	}
+	addStores(named.Stores)
 	sel.Omitted = slices.Compact(sel.Omitted)
 	addHandoff()
 	sel.Set = NewSet(ts...)

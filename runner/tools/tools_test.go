@@ -76,7 +76,7 @@ func TestForAgent(t *testing.T) {
 			if c.named != "" {
 				named = c.ag.Agents[c.named]
 			}
-			sel := tools.ForAgent(c.ag, named)
+			sel := tools.ForAgent(c.ag, named, tools.Extensions{})
 			if d := cmp.Diff(c.tools, sel.Set.Names()); d != "" {
 				t.Errorf("tools (-want +got):\n%s", d)
 			}
@@ -172,7 +172,7 @@ func TestPlainHandlerToolIsNamedSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sel := tools.ForAgent(ag, ag.Agents["default"])
+	sel := tools.ForAgent(ag, ag.Agents["default"], tools.Extensions{})
 	if d := cmp.Diff([]string{"handler tool plain"}, sel.Omitted); d != "" {
 		t.Errorf("omitted (-want +got):\n%s", d)
 	}

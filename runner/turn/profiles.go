@@ -41,16 +41,17 @@ type Profiles struct {
 	m  map[profileKey]*Profile
 }
 
-// NewProfiles builds a profile for every (named agent, skill) pair of ag. extra are host tools
-// offered to every profile after the agent's own (a tool of the same name replaces the agent's).
-func NewProfiles(ag *agent.Agent, extra []tools.Tool) *Profiles {
+// NewProfiles builds a profile for every (named agent, skill) pair of ag, with the tools ext
+// makes. extra are host tools offered to every profile after the agent's own (a tool of the
+// same name replaces the agent's).
+func NewProfiles(ag *agent.Agent, ext tools.Extensions, extra []tools.Tool) *Profiles {
 	ps := &Profiles{ag: ag, m: make(map[profileKey]*Profile)}
 	skills := []string{""}
 	for n := range ag.Skills {
 		skills = append(skills, n)
 	}
 	add := func(name string, named *agent.NamedAgent) {
-		sel := tools.ForAgent(ag, named)
+		sel := tools.ForAgent(ag, named, ext)
 		if len(extra) > 0 {
 			sel.Set = sel.Set.With(extra...)
 		}

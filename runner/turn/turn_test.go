@@ -16,6 +16,7 @@ import (
 	"svc/runner/sessions/live"
 	"svc/runner/sessions/memstore"
 	"svc/runner/sse"
+	"svc/runner/tools"
 	"svc/runner/turn"
 )
 
@@ -61,7 +62,7 @@ func newRig(t *testing.T, p models.Provider, locker sessions.Locker, limits turn
 		locker = &memstore.Locks{}
 	}
 	e, err := turn.NewEngine(turn.Config{
-		Agent: ag, Profiles: turn.NewProfiles(ag, nil), Cache: cache, Store: store, Blobs: &memstore.Blobs{},
+		Agent: ag, Profiles: turn.NewProfiles(ag, tools.Extensions{}, nil), Cache: cache, Store: store, Blobs: &memstore.Blobs{},
 		Locker: locker, Storage: limits,
 		Models: func(agent.ModelRef) (models.Provider, error) { return p, nil },
 	})
@@ -147,7 +148,7 @@ func TestRefusals(t *testing.T) {
 		t.Fatalf("the lock was not released: %v", err)
 	}
 	lk.Release()
-	if _, _, err := turn.NewProfiles(hello(t), nil).Resolve("nobody", ""); !errors.As(err, &te) || te.Kind != turn.Invalid || te.Field != "agent" {
+	if _, _, err := turn.NewProfiles(hello(t), tools.Extensions{}, nil).Resolve("nobody", ""); !errors.As(err, &te) || te.Kind != turn.Invalid || te.Field != "agent" {
 		t.Fatalf("unknown agent: %v, want Invalid naming agent", err)
 	}
 }
