@@ -8,14 +8,16 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
+	"svc/agent/agenttest"
+	"svc/builder"
 	"svc/client"
-	"svc/client/clienttest"
 )
 
 // recorded is the last request a rawServer received, with its body.
@@ -82,7 +84,10 @@ func TestErrors(t *testing.T) {
 			`{"error":{"code":"INVALID_SOURCE","message":"invalid","problems":[{"file":"a","message":"b"}]}}`,
 			client.Error{Status: 400, Code: "INVALID_SOURCE", Message: "invalid", Problems: []client.Problem{{File: "a", Message: "b"}}},
 			"INVALID_SOURCE: invalid (HTTP 400)\n  a: b"},
-		{"runtime short form", 409, "application/json", `{"error":"turn_in_progress"}`,
+		{"runtime envelope", 400, "application/json", `{"error":"invalid_request","message":"agent: no agent \"x\"; the agents are default","field":"agent"}`,
+			client.Error{Status: 400, Code: "invalid_request", Message: `agent: no agent "x"; the agents are default`},
+			`invalid_request: agent: no agent "x"; the agents are default (HTTP 400)`},
+		{"runtime envelope without a message", 409, "application/json", `{"error":"turn_in_progress"}`,
 			client.Error{Status: 409, Code: "turn_in_progress"}, "turn_in_progress (HTTP 409)"},
 		{"plain text", 502, "text/plain", "bad gateway\nupstream down\n",
 			client.Error{Status: 502, Message: "bad gateway upstream down"}, "bad gateway upstream down (HTTP 502)"},
@@ -214,54 +219,66 @@ func TestListShapes(t *testing.T) {
 }
 
 func TestResolveAgent(t *testing.T) {
-	p := clienttest.New(t)
-	hello := p.AddAgent("hello", client.DeploySettings{})
-	c := client.New(p.URL(), clienttest.Token, nil)
+	p := startPlatform(t)
 	ctx := context.Background()
+	hello, err := p.c.CreateAgent(ctx, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, key := range []string{hello.AgentID, "hello"} {
-		got, err := c.ResolveAgent(ctx, key)
-		if err != nil || got.AgentID != hello.AgentID {
+		got, err := p.c.ResolveAgent(ctx, key)
+		if err != nil || got.AgentID != hello.AgentID || got.Slug != "hello" {
 			t.Errorf("ResolveAgent(%q) = %+v, %v", key, got, err)
 		}
 	}
-	_, err := c.ResolveAgent(ctx, "nope")
+	_, err = p.c.ResolveAgent(ctx, "nope")
 	var e *client.Error
 	if !errors.As(err, &e) || e.Code != client.CodeNotFound || !strings.Contains(e.Message, `"nope"`) {
 		t.Errorf("ResolveAgent(nope) = %v, want NOT_FOUND naming it", err)
 	}
-	if _, err := c.ResolveAgent(ctx, ""); err == nil {
+	if _, err := p.c.ResolveAgent(ctx, ""); err == nil {
 		t.Error("ResolveAgent(\"\") succeeded")
 	}
 	// A refusal other than 404 is not hidden behind a slug search.
-	_, err = client.New(p.URL(), "pk_wrong", nil).ResolveAgent(ctx, "hello")
-	if !errors.As(err, &e) || e.Status != 401 {
-		t.Errorf("ResolveAgent with a bad token = %v, want 401", err)
+	_, err = client.New(p.url, "pk_wrong", nil).ResolveAgent(ctx, "hello")
+	if !errors.As(err, &e) || e.Status != 401 || e.Code != client.CodeUnauthenticated {
+		t.Errorf("ResolveAgent with a bad token = %v, want 401 UNAUTHENTICATED", err)
 	}
 }
 
-func TestUploadDir(t *testing.T) {
-	p := clienttest.New(t)
-	a := p.AddAgent("hello", client.DeploySettings{})
-	c := client.New(p.URL(), clienttest.Token, nil)
-	ctx := context.Background()
-	dir := t.TempDir()
-	for name, content := range map[string]string{"svc.json": `{"name":"hello","version":"1"}`, "AGENT.md": "hi", ".git/config": "x"} {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sv, err := c.UploadDir(ctx, a.AgentID, dir)
+// treeDigest is the platform's digest of a source tree of files: what an upload of exactly
+// those files answers.
+func treeDigest(t *testing.T, files map[string]string) string {
+	t.Helper()
+	tree, err := builder.FromFiles(files, builder.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"svc.json": `{"name":"hello","version":"1"}`, "AGENT.md": "hi"}, p.Source(sv.SourceVersionID)); diff != "" {
-		t.Errorf("uploaded files (-want +got):\n%s", diff)
+	digest, err := builder.Digest(tree)
+	if err != nil {
+		t.Fatal(err)
 	}
-	again, err := c.UploadDir(ctx, a.AgentID, dir)
+	return digest
+}
+
+func TestUploadDir(t *testing.T) {
+	p := startPlatform(t)
+	ctx := context.Background()
+	a, err := p.c.CreateAgent(ctx, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"svc.json": `{"name":"hello","version":"1"}`, "AGENT.md": "hi"}
+	dir := writeTree(t, map[string]string{"svc.json": want["svc.json"], "AGENT.md": want["AGENT.md"], ".git/config": "x"})
+	sv, err := p.c.UploadDir(ctx, a.AgentID, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The digest is of the tree the platform stored: exactly these files, .git left out.
+	if d := treeDigest(t, want); sv.Digest != d {
+		t.Errorf("digest = %s, want %s, the digest of %v", sv.Digest, d, want)
+	}
+	again, err := p.c.UploadDir(ctx, a.AgentID, dir)
 	if err != nil || again.Digest != sv.Digest || again.SourceVersionID == sv.SourceVersionID {
 		t.Errorf("second upload = %+v, %v; want a new version with the same digest %s", again, err, sv.Digest)
 	}
@@ -270,51 +287,93 @@ func TestUploadDir(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "svc.json")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.UploadDir(ctx, a.AgentID, dir)
+	_, err = p.c.UploadDir(ctx, a.AgentID, dir)
 	var e *client.Error
 	if !errors.As(err, &e) || e.Code != client.CodeInvalidSource || len(e.Problems) != 1 || e.Problems[0].File != "svc.json" {
 		t.Errorf("upload without svc.json = %v, want INVALID_SOURCE naming svc.json", err)
 	}
-	if _, err := c.UploadDir(ctx, a.AgentID, filepath.Join(dir, "missing")); err == nil {
+	if _, err := p.c.UploadDir(ctx, a.AgentID, filepath.Join(dir, "missing")); err == nil {
 		t.Error("upload of a missing folder succeeded")
 	}
 }
 
 func TestLogsAndDeployFlow(t *testing.T) {
-	p := clienttest.New(t)
-	a := p.AddAgent("hello", client.DeploySettings{})
-	c := client.New(p.URL(), clienttest.Token, nil)
+	p := startPlatform(t)
 	ctx := context.Background()
-	r, err := c.Redeploy(ctx, client.RedeployRequest{AgentID: a.AgentID, Environment: "staging"})
+	a, err := p.c.CreateAgent(ctx, "hello", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log strings.Builder
-	if err := c.FollowLogs(ctx, r.BuildID, &log); err != nil {
+	sv, err := p.c.UploadDir(ctx, a.AgentID, agenttest.Dir(t, "hello"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Join(clienttest.DefaultPlan().Log, "\n") + "\n"; log.String() != want {
-		t.Errorf("followed log = %q, want %q", log.String(), want)
+	r, err := p.c.Redeploy(ctx, client.RedeployRequest{AgentID: a.AgentID, Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	b, err := c.BuildStatus(ctx, r.BuildID)
-	if err != nil || !b.Finished() || b.Status != client.BuildSucceeded || len(b.Steps) == 0 {
+	if r.Environment != "staging" || r.Reused {
+		t.Errorf("redeploy = %+v, want a new staging build", r)
+	}
+
+	// Following the log returns once the build has ended, with every line: "<time> [step] message".
+	var log strings.Builder
+	if err := p.c.FollowLogs(ctx, r.BuildID, &log); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+	var steps []string
+	for _, line := range lines {
+		m := logLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("log line %q is not \"<time> [step] message\"; the log:\n%s", line, log.String())
+		}
+		if len(steps) == 0 || steps[len(steps)-1] != m[1] {
+			steps = append(steps, m[1])
+		}
+	}
+	if diff := cmp.Diff([]string{"start", "fetch", "validate", "compile", "pack", "upload", "verify", "done"}, steps); diff != "" {
+		t.Errorf("log steps (-want +got):\n%s", diff)
+	}
+	if last := lines[len(lines)-1]; !strings.HasSuffix(last, "[done] deployment "+r.DeployID+" ready and active in staging") {
+		t.Errorf("last log line = %q", last)
+	}
+	if !strings.Contains(log.String(), "[fetch] fetched source version "+sv.SourceVersionID) {
+		t.Errorf("the log does not name the newest source version %s:\n%s", sv.SourceVersionID, log.String())
+	}
+
+	b, err := p.c.BuildStatus(ctx, r.BuildID)
+	if err != nil || !b.Finished() || b.Status != client.BuildSucceeded || len(b.Steps) == 0 || b.StartedAt == nil || b.FinishedAt == nil {
 		t.Errorf("build = %+v, %v", b, err)
 	}
-	d, err := c.Deployment(ctx, r.DeployID)
-	if err != nil || !d.Serving() || !d.Settled() {
-		t.Errorf("deployment = %+v, %v; want ready and active", d, err)
+	// A staging build becomes active: the deployment serves as soon as its build has ended.
+	d, err := p.c.Deployment(ctx, r.DeployID)
+	if err != nil || !d.Serving() || !d.Settled() || d.SourceVersionID != sv.SourceVersionID || d.URL != p.agentURL("hello", r.DeployID) {
+		t.Errorf("deployment = %+v, %v; want ready and active, built from %s", d, err, sv.SourceVersionID)
 	}
-	active, err := c.ActiveDeployment(ctx, a.AgentID, "staging")
+	active, err := p.c.ActiveDeployment(ctx, a.AgentID, "staging")
 	if err != nil || active.DeployID != r.DeployID {
 		t.Errorf("active = %+v, %v", active, err)
 	}
-	if err := c.Logs(ctx, "b-missing", io.Discard); err == nil {
-		t.Error("logs of a missing build succeeded")
+	var e *client.Error
+	if _, err := p.c.ActiveDeployment(ctx, a.AgentID, ""); !errors.As(err, &e) || e.Status != 404 {
+		t.Errorf("active production deployment = %v, want 404: nothing was deployed there", err)
+	}
+	// The log of a finished build reads the same without following.
+	var again strings.Builder
+	if err := p.c.Logs(ctx, r.BuildID, &again); err != nil || again.String() != log.String() {
+		t.Errorf("log = %q, %v; want the followed one", again.String(), err)
+	}
+	if err := p.c.Logs(ctx, "b-missing", io.Discard); !errors.As(err, &e) || e.Code != client.CodeNotFound {
+		t.Errorf("logs of a missing build = %v, want NOT_FOUND", err)
 	}
 	// A follow ends with ctx.
 	cctx, cancel := context.WithCancelCause(ctx)
 	cancel(errors.New("user left"))
-	if err := c.FollowLogs(cctx, r.BuildID, io.Discard); err == nil {
+	if err := p.c.FollowLogs(cctx, r.BuildID, io.Discard); err == nil {
 		t.Error("follow with a cancelled ctx succeeded")
 	}
 }
+
+// logLine is a build log line: an RFC 3339 time, the step in brackets, the message.
+var logLine = regexp.MustCompile(`^\d{4}-\d\d-\d\dT[0-9:.]+Z \[([a-z]+)\] \S`)

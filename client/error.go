@@ -48,9 +48,9 @@ func (p Problem) String() string {
 }
 
 // Error is an answer of the platform or a runtime with a non-2xx status. Code and Message come
-// from the error envelope {"error":{"code","message"}}; the runtime's short form {"error":"code"}
-// fills Code only. An answer without an envelope keeps Code empty and the start of its body as
-// Message.
+// from the platform's error envelope {"error":{"code","message"}} or from the runtime's
+// {"error":"code","message"}. An answer without an envelope keeps Code empty and the start of its
+// body as Message.
 type Error struct {
 	Status   int
 	Code     string
@@ -89,6 +89,7 @@ func responseError(resp *http.Response) *Error {
 	}
 	var env struct {
 		Error    json.RawMessage `json:"error"`
+		Message  string          `json:"message"` // the runtime's envelope
 		Problems []Problem       `json:"problems"`
 	}
 	if json.Unmarshal(body, &env) == nil && len(env.Error) > 0 {
@@ -104,7 +105,7 @@ func responseError(resp *http.Response) *Error {
 			e.Problems = append(obj.Problems, env.Problems...)
 			return e
 		case json.Unmarshal(env.Error, &s) == nil:
-			e.Code = s
+			e.Code, e.Message = s, env.Message
 			e.Problems = env.Problems
 			return e
 		}

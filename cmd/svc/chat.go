@@ -163,7 +163,7 @@ func (ch *chatter) oneShot(ctx context.Context) error {
 // interactive sends each line of in as a message until /exit, the end of in, or ctx's end (Ctrl-C,
 // which leaves quietly). Lines are read by a goroutine so that Ctrl-C works while it waits for
 // input; it is waited for on every return except ctx's end, when it may be blocked reading a
-// terminal that nothing can interrupt (the process exits right after).
+// terminal that nothing can interrupt: it then ends when that read returns (or with the process).
 func (ch *chatter) interactive(ctx context.Context, in io.Reader) error {
 	prompt := isTerminal(in)
 	if prompt {
@@ -176,7 +176,8 @@ func (ch *chatter) interactive(ctx context.Context, in io.Reader) error {
 		err  error
 		eof  bool
 	}
-	asks, lines := make(chan struct{}), make(chan read)
+	// lines holds one read, so that a reader left behind at ctx's end can finish its read and end.
+	asks, lines := make(chan struct{}), make(chan read, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		sc := bufio.NewScanner(in)
@@ -202,7 +203,9 @@ func (ch *chatter) interactive(ctx context.Context, in io.Reader) error {
 		var line string
 		select {
 		case <-ctx.Done():
-			// The reader is blocked in a read it cannot be pulled out of; it ends with the process.
+			// The reader is blocked in a read it cannot be pulled out of: not waited for, it ends
+			// when the read returns.
+			close(asks)
 			fmt.Fprintln(ch.out)
 			return nil
 		case r := <-lines:
@@ -227,7 +230,7 @@ func (ch *chatter) interactive(ctx context.Context, in io.Reader) error {
 		if _, err := ch.turn(ctx, line); err != nil {
 			if ctx.Err() != nil {
 				fmt.Fprintln(ch.out)
-				return nil
+				return finish(nil) // the reader is idle between turns: it ends at once
 			}
 			fmt.Fprintln(ch.errOut, "error:", err)
 		}

@@ -100,7 +100,9 @@ func explain(err error) error {
 	case e.Code == client.CodeNothingToRollBack:
 		return fmt.Errorf("nothing to roll back to: no earlier deployment of the environment completed and was live (%s); the active deployment is unchanged", detail)
 	case e.Code == client.CodeBundleUnavailable:
-		return fmt.Errorf("the deployment's bundle is missing or does not open (%s); nothing was changed", detail)
+		// The platform's message says which: a bundle that is missing or does not open, or (on
+		// promote) a source environment with no active deployment. Either way nothing was changed.
+		return fmt.Errorf("refused: %s", detail)
 	case e.Code == client.CodeBuildNotReady:
 		return fmt.Errorf("the deployment is not ready: its build has not succeeded (%s); follow it with `svc logs BUILD_ID -f`", detail)
 	case e.Status == http.StatusUnauthorized:

@@ -47,9 +47,11 @@ func startPlatformAt(tb testing.TB, dataDir string) *benchPlatform {
 	tb.Cleanup(p.cancel)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(filepath.Join(dataDir, "admin-token")); err == nil {
-			if resp, err := http.Get(p.url + "/health"); err == nil {
-				resp.Body.Close()
+		// svc up listens before it writes the admin token and serves after: read the token once
+		// it serves, not while the file may still be empty.
+		if resp, err := http.Get(p.url + "/health"); err == nil {
+			resp.Body.Close()
+			if b, err := os.ReadFile(filepath.Join(dataDir, "admin-token")); err == nil {
 				p.token = strings.TrimSpace(string(b))
 				return p
 			}
