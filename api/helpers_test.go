@@ -22,6 +22,7 @@ import (
 	"svc/agent/agenttest"
 	"svc/api"
 	"svc/auth"
+	"svc/builder"
 	"svc/registry"
 	"svc/registry/fsobjects"
 	"svc/webhook"
@@ -39,7 +40,7 @@ func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey 
 	stores := registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
 	p := &workers.Pipeline{
 		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects,
-		Sources: workers.NewRegistrySources(stores),
+		Sources: workers.NewRegistrySources(stores), Credentials: builder.Credentials{Secrets: stores.Secrets},
 	}
 	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: p.OnFailure})
 	if err != nil {

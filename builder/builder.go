@@ -40,6 +40,8 @@ var (
 	ErrInvalidInput = errors.New("builder: invalid input")
 	// ErrCommitNotFound means the commit asked for is not on the branch fetched.
 	ErrCommitNotFound = errors.New("builder: commit not found")
+	// ErrBranchNotFound means BranchHead found no such branch on the remote.
+	ErrBranchNotFound = errors.New("builder: branch not found in the repository")
 	// ErrTimeout is the cancellation cause when Limits.Timeout expires.
 	ErrTimeout = errors.New("builder: timed out")
 	// ErrBadBundle means bundle bytes that are not a bundle this package wrote, or whose digest
@@ -55,11 +57,11 @@ func (e fatalError) Unwrap() error { return e.error }
 
 func fatal(err error) error { return fatalError{err} }
 
-// Permanent reports whether an error of FetchGit, ReadTarGz, FromFiles or Build stays the same
-// when the call is made again: a source tree that breaks a rule or a limit, a build whose problems
-// are listed, a bundle that does not open, bad input, a commit not on its branch, a repository or
-// branch not found, credentials refused, or the build's own timeout. Anything else (the network,
-// the object store) may pass, and is worth retrying.
+// Permanent reports whether an error of FetchGit, BranchHead, ReadTarGz, FromFiles or Build stays
+// the same when the call is made again: a source tree that breaks a rule or a limit, a build whose
+// problems are listed, a bundle that does not open, bad input, a commit not on its branch, a
+// repository or branch not found, credentials refused, or the build's own timeout. Anything else
+// (the network, the object store) may pass, and is worth retrying.
 func Permanent(err error) bool {
 	var (
 		fe fatalError
@@ -67,7 +69,8 @@ func Permanent(err error) bool {
 		be *BuildError
 	)
 	return errors.As(err, &fe) || errors.As(err, &se) || errors.As(err, &be) ||
-		errors.Is(err, ErrBadBundle) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrCommitNotFound) || errors.Is(err, ErrTimeout)
+		errors.Is(err, ErrBadBundle) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrCommitNotFound) ||
+		errors.Is(err, ErrBranchNotFound) || errors.Is(err, ErrTimeout)
 }
 
 // Limits bound what a fetch or a build reads. A zero field takes its default (DefaultLimits); a

@@ -36,21 +36,6 @@ type GitSource struct {
 	Auth *GitAuth
 }
 
-// GitAuth is HTTP basic authentication for a git host. Hosts that take a token (GitHub, GitLab,
-// Gitea) accept it as the password with any non-empty user name.
-type GitAuth struct {
-	Username string
-	Password string
-}
-
-// String hides the password, so credentials never reach a log by accident.
-func (a *GitAuth) String() string {
-	if a == nil {
-		return "<nil>"
-	}
-	return a.Username + ":***"
-}
-
 // FetchResult describes the commit FetchGit read.
 type FetchResult struct {
 	Commit  string // full hex hash
@@ -103,6 +88,31 @@ func FetchGit(ctx context.Context, src GitSource, limits Limits) (fs.FS, FetchRe
 		Branch:  head.Name().Short(),
 		Message: strings.TrimRight(commit.Message, "\n"),
 	}, nil
+}
+
+// BranchHead returns the head commit of src.Branch on the remote, as `git ls-remote` lists it,
+// without fetching anything; src.Commit is ignored. A branch the remote does not have is an error
+// wrapping ErrBranchNotFound; errors name the repository with any password hidden.
+func BranchHead(ctx context.Context, src GitSource) (string, error) {
+	src.Commit = ""
+	if err := src.validate(); err != nil {
+		return "", err
+	}
+	if src.Branch == "" {
+		return "", fmt.Errorf("%w: BranchHead needs a branch", ErrInvalidInput)
+	}
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{src.URL}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: src.auth()})
+	if err != nil {
+		return "", fmt.Errorf("list %s: %w", src.redactedURL(), err)
+	}
+	want := plumbing.NewBranchReferenceName(src.Branch)
+	for _, r := range refs {
+		if r.Name() == want {
+			return r.Hash().String(), nil
+		}
+	}
+	return "", fmt.Errorf("%w: %q", ErrBranchNotFound, src.Branch)
 }
 
 // validate checks the fields of src, naming the one at fault.

@@ -183,6 +183,38 @@ func TestFetchGitSmartHTTP(t *testing.T) {
 	}
 }
 
+// TestBranchHead lists a branch's head without fetching: over file:// and over smart HTTP with
+// credentials; a missing branch is ErrBranchNotFound (permanent), refused credentials an error
+// that shows no password.
+func TestBranchHead(t *testing.T) {
+	r := newBranchRepo(t)
+	ctx := context.Background()
+	for branch, want := range map[string]string{"main": r.second, "feature/x": r.feature} {
+		if got, err := BranchHead(ctx, GitSource{URL: r.url(), Branch: branch}); err != nil || got != want {
+			t.Errorf("BranchHead(%s) = %s, %v; want %s", branch, got, err, want)
+		}
+	}
+	_, err := BranchHead(ctx, GitSource{URL: r.url(), Branch: "nope"})
+	if !errors.Is(err, ErrBranchNotFound) || !strings.Contains(err.Error(), `"nope"`) || !Permanent(err) {
+		t.Errorf("missing branch: %v, want a permanent ErrBranchNotFound naming it", err)
+	}
+	if _, err := BranchHead(ctx, GitSource{URL: r.url()}); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("no branch: %v, want ErrInvalidInput", err)
+	}
+
+	srv := gitHTTPServer(t, filepath.Dir(r.dir), "builder", "s3cret")
+	url := srv.URL + "/" + filepath.Base(r.dir)
+	got, err := BranchHead(ctx, GitSource{URL: url, Branch: "main", Auth: &GitAuth{Username: "builder", Password: "s3cret"}})
+	if err != nil || got != r.second {
+		t.Errorf("BranchHead over HTTP = %s, %v; want %s", got, err, r.second)
+	}
+	withPassword := strings.Replace(url, "http://", "http://builder:nope@", 1)
+	_, err = BranchHead(ctx, GitSource{URL: withPassword, Branch: "main"})
+	if err == nil || strings.Contains(err.Error(), "nope") {
+		t.Errorf("refused credentials: %v, want an error that hides the password", err)
+	}
+}
+
 func mustDigest(t *testing.T, fsys fs.FS) string {
 	t.Helper()
 	d, err := Digest(fsys)

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"svc/agent/agenttest"
+	"svc/builder"
 	"svc/builder/gittest"
 	"svc/migrations"
 	"svc/migrations/dbtest"
@@ -71,7 +72,7 @@ func pipelineOn(db *gorm.DB, objects registry.Objects) *workers.Pipeline {
 	stores := registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
 	return &workers.Pipeline{
 		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects,
-		Sources: workers.NewRegistrySources(stores),
+		Sources: workers.NewRegistrySources(stores), Credentials: builder.Credentials{Secrets: stores.Secrets},
 	}
 }
 

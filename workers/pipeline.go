@@ -8,15 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
-
-	"github.com/go-git/go-git/v5"
-	gitconfig "github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/transport/http"
-	"github.com/go-git/go-git/v5/storage/memory"
 
 	"svc/agent"
 	"svc/builder"
@@ -65,8 +58,6 @@ type Sources interface {
 	AgentSource(ctx context.Context, agentID string) (AgentSource, error)
 	// SourceVersion returns a hosted source version, or with id "" the agent's newest; none is ErrNoSource.
 	SourceVersion(ctx context.Context, agentID, id string) (SourceVersion, error)
-	// Secret resolves an agent secret by name; ok is false when the agent has none of that name.
-	Secret(ctx context.Context, agentID, name string) (value string, ok bool, err error)
 	// RecordPush keeps a push that built nothing, so operators see what arrived.
 	RecordPush(ctx context.Context, agentID string, p webhook.Push) error
 }
@@ -88,8 +79,8 @@ type Pipeline struct {
 	Sources     Sources
 	Limits      builder.Limits
 	Logger      *slog.Logger
-	// Getenv resolves env: references not found among the agent's secrets (default os.LookupEnv).
-	Getenv func(string) (string, bool)
+	// Credentials resolves the git credentials of agents' sources.
+	Credentials builder.Credentials
 	// Trees, when set, hands the tree a push's branch filter fetched to the push's build (for a
 	// process that does both); nil fetches twice.
 	Trees *TreeCache
@@ -269,74 +260,19 @@ func (p *Pipeline) Redeploy(ctx context.Context, req RedeployRequest) (RedeployO
 
 // head resolves a branch's head commit on the remote (git ls-remote).
 func (p *Pipeline) head(ctx context.Context, src AgentSource, branch string) (string, error) {
-	auth, err := p.gitAuth(ctx, src)
+	auth, err := p.Credentials.GitAuth(ctx, src.AgentID, src.Credentials)
 	if err != nil {
 		return "", err
 	}
-	remote := git.NewRemote(memory.NewStorage(), &gitconfig.RemoteConfig{Name: "origin", URLs: []string{src.URL}})
-	opts := &git.ListOptions{}
-	if auth != nil {
-		opts.Auth = &http.BasicAuth{Username: auth.Username, Password: auth.Password}
+	head, err := builder.BranchHead(ctx, builder.GitSource{URL: src.URL, Branch: branch, Auth: auth})
+	if errors.Is(err, builder.ErrBranchNotFound) {
+		return "", fmt.Errorf("%w: %q", ErrBranchAbsent, branch)
 	}
-	refs, err := remote.ListContext(ctx, opts)
-	if err != nil {
-		return "", fmt.Errorf("list %s: %w", redactURL(src.URL), err)
-	}
-	want := plumbing.NewBranchReferenceName(branch)
-	for _, r := range refs {
-		if r.Name() == want {
-			return r.Hash().String(), nil
-		}
-	}
-	return "", fmt.Errorf("%w: %q", ErrBranchAbsent, branch)
-}
-
-func redactURL(u string) string {
-	if i := strings.Index(u, "@"); i > 0 {
-		if j := strings.Index(u, "://"); j > 0 && j < i {
-			return u[:j+3] + "***" + u[i:]
-		}
-	}
-	return u
-}
-
-// resolve reads an env: reference from the agent's secrets, then the process environment.
-func (p *Pipeline) resolve(ctx context.Context, agentID, ref string) (string, error) {
-	name, ok := strings.CutPrefix(ref, "env:")
-	if !ok {
-		return "", fmt.Errorf("credentials must be an env: reference")
-	}
-	if v, ok, err := p.Sources.Secret(ctx, agentID, name); err != nil {
-		return "", err
-	} else if ok {
-		return v, nil
-	}
-	getenv := p.Getenv
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
-	if v, ok := getenv(name); ok {
-		return v, nil
-	}
-	return "", fmt.Errorf("credentials: %s is neither an agent secret nor set in the environment", name)
-}
-
-func (p *Pipeline) gitAuth(ctx context.Context, src AgentSource) (*builder.GitAuth, error) {
-	if src.Credentials == "" {
-		return nil, nil
-	}
-	v, err := p.resolve(ctx, src.AgentID, src.Credentials)
-	if err != nil {
-		return nil, err
-	}
-	if user, pass, ok := strings.Cut(v, ":"); ok {
-		return &builder.GitAuth{Username: user, Password: pass}, nil
-	}
-	return &builder.GitAuth{Username: "x-access-token", Password: v}, nil
+	return head, err
 }
 
 func (p *Pipeline) fetch(ctx context.Context, src AgentSource, branch, commit string) (fs.FS, builder.FetchResult, error) {
-	auth, err := p.gitAuth(ctx, src)
+	auth, err := p.Credentials.GitAuth(ctx, src.AgentID, src.Credentials)
 	if err != nil {
 		return nil, builder.FetchResult{}, err
 	}

@@ -13,7 +13,6 @@ type RegistrySources struct {
 	Agents         *registry.Agents
 	Sources        *registry.Sources
 	Settings       *registry.Settings
-	Secrets        *registry.Secrets
 	SourceVersions *registry.SourceVersions
 	Pushes         *registry.Pushes
 }
@@ -61,11 +60,6 @@ func (r *RegistrySources) SourceVersion(ctx context.Context, agentID, id string)
 	return SourceVersion{ID: sv.ID, ObjectKey: sv.ObjectKey}, nil
 }
 
-// Secret implements Sources.
-func (r *RegistrySources) Secret(ctx context.Context, agentID, name string) (string, bool, error) {
-	return r.Secrets.Resolve(ctx, agentID, name)
-}
-
 // RecordPush implements Sources.
 func (r *RegistrySources) RecordPush(ctx context.Context, agentID string, p webhook.Push) error {
 	return r.Pushes.Record(ctx, registry.Push{AgentID: agentID, Branch: p.Branch, CommitSHA: p.After, Pusher: p.Pusher, Message: p.HeadMessage})
@@ -74,7 +68,7 @@ func (r *RegistrySources) RecordPush(ctx context.Context, agentID string, p webh
 // NewRegistrySources answers from st.
 func NewRegistrySources(st *registry.Stores) *RegistrySources {
 	return &RegistrySources{
-		Agents: st.Agents, Sources: st.Sources, Settings: st.Settings, Secrets: st.Secrets,
+		Agents: st.Agents, Sources: st.Sources, Settings: st.Settings,
 		SourceVersions: st.SourceVersions, Pushes: st.Pushes,
 	}
 }

@@ -146,7 +146,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	// 4. Queue and pipeline.
 	p.pipeline = &workers.Pipeline{
 		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Limits: builder.DefaultLimits(), Logger: log,
-		Sources: workers.NewRegistrySources(p.stores),
+		Sources: workers.NewRegistrySources(p.stores), Credentials: builder.Credentials{Secrets: p.stores.Secrets},
 	}
 	if cfg.RedisURL != "" {
 		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})
