@@ -45,24 +45,53 @@ type FetchResult struct {
 
 var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// FetchGit fetches one commit of a git repository into memory and returns its tree: a shallow
-// (depth 1) clone of the branch; when Commit is given and is not the branch head, a shallow fetch
-// of that commit, then, when the server refuses that, a full fetch of the branch. Nothing touches
-// the disk. The tree is read under limits (zero fields take their defaults), with the rules of
-// ReadTarGz: a symbolic link to a file inside the tree becomes a copy of it; a link that leaves
-// the tree, a link to a folder and a submodule fail with the path named. ctx and limits.Timeout
-// bound the whole fetch; on timeout the error wraps ErrTimeout.
+// FetchGit fetches one commit of a git repository into memory and returns its tree: FetchCommit,
+// then GitCommit.Tree. ctx and limits.Timeout bound the whole fetch; on timeout the error wraps
+// ErrTimeout.
 func FetchGit(ctx context.Context, src GitSource, limits Limits) (fs.FS, FetchResult, error) {
 	limits = limits.withDefaults()
-	if err := src.validate(); err != nil {
+	ctx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, ErrTimeout)
+	defer cancel()
+	c, err := FetchCommit(ctx, src, limits)
+	if err != nil {
 		return nil, FetchResult{}, err
+	}
+	fsys, err := c.Tree(ctx)
+	if err != nil {
+		return nil, FetchResult{}, err
+	}
+	return fsys, c.Result(), nil
+}
+
+// GitCommit is one commit fetched into memory by FetchCommit, with every object of its tree, of
+// which nothing is read until asked: Files reads named files only, Tree the whole tree. Its
+// methods may be called from one goroutine at a time.
+type GitCommit struct {
+	repo   *git.Repository
+	root   *object.Tree
+	src    GitSource
+	limits Limits
+	result FetchResult
+}
+
+// FetchCommit fetches one commit of a git repository into memory without reading its files: a
+// shallow (depth 1) clone of the branch with no checkout; when Commit is given and is not the
+// branch head, a shallow fetch of that commit, then, when the server refuses that, a full fetch
+// of the branch. Nothing touches the disk. (go-git v5 cannot ask the server to leave blobs out, so
+// the clone carries the commit's whole tree; what is saved is reading it.) ctx and limits.Timeout
+// bound the fetch; on timeout the error wraps ErrTimeout. limits (zero fields take their defaults)
+// also bound what the commit's Files and Tree read.
+func FetchCommit(ctx context.Context, src GitSource, limits Limits) (*GitCommit, error) {
+	limits = limits.withDefaults()
+	if err := src.validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, ErrTimeout)
 	defer cancel()
 
 	repo, head, err := cloneBranch(ctx, src, 1)
 	if err != nil {
-		return nil, FetchResult{}, err
+		return nil, err
 	}
 	want := head.Hash()
 	if src.Commit != "" {
@@ -73,21 +102,62 @@ func FetchGit(ctx context.Context, src GitSource, limits Limits) (fs.FS, FetchRe
 		repo, commit, err = fetchCommit(ctx, repo, src, want)
 	}
 	if err != nil {
-		return nil, FetchResult{}, fmt.Errorf("fetch %s: read commit %s: %w", src.redactedURL(), want, err)
+		return nil, fmt.Errorf("fetch %s: read commit %s: %w", src.redactedURL(), want, err)
 	}
-	tree, err := commit.Tree()
+	root, err := commit.Tree()
 	if err != nil {
-		return nil, FetchResult{}, fmt.Errorf("fetch %s: read tree of %s: %w", src.redactedURL(), want, err)
+		return nil, fmt.Errorf("fetch %s: read tree of %s: %w", src.redactedURL(), want, err)
 	}
-	fsys, err := readGitTree(ctx, repo, tree, limits)
-	if err != nil {
-		return nil, FetchResult{}, err
-	}
-	return fsys, FetchResult{
-		Commit:  commit.Hash.String(),
-		Branch:  head.Name().Short(),
-		Message: strings.TrimRight(commit.Message, "\n"),
+	return &GitCommit{
+		repo: repo, root: root, src: src, limits: limits,
+		result: FetchResult{
+			Commit:  commit.Hash.String(),
+			Branch:  head.Name().Short(),
+			Message: strings.TrimRight(commit.Message, "\n"),
+		},
 	}, nil
+}
+
+// Result describes the commit.
+func (c *GitCommit) Result() FetchResult { return c.result }
+
+// Tree reads the commit's whole tree under the limits, with the rules of ReadTarGz: a symbolic
+// link to a file inside the tree becomes a copy of it; a link that leaves the tree, a link to a
+// folder and a submodule fail with the path named. ctx and the limits' Timeout bound the read.
+func (c *GitCommit) Tree(ctx context.Context) (fs.FS, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.limits.Timeout, ErrTimeout)
+	defer cancel()
+	return readGitTree(ctx, c.repo, c.root, c.limits)
+}
+
+// Files returns a tree of only the named files of the commit (slash paths; a name the commit does
+// not have is left out), read under the limits without reading any other file: what a check of
+// svc.json needs before the whole tree is worth reading. A named entry that is not a regular file
+// (a link, a folder) can only be resolved against the whole tree, so Files then returns Tree.
+func (c *GitCommit) Files(ctx context.Context, names ...string) (fs.FS, error) {
+	b := newTreeBuilder(c.limits)
+	for _, name := range names {
+		e, err := c.root.FindEntry(name)
+		switch {
+		case errors.Is(err, object.ErrEntryNotFound), errors.Is(err, object.ErrDirectoryNotFound):
+			continue
+		case err != nil:
+			return nil, sourceErr(name, ErrUnsupportedFile, "cannot read: %v", err)
+		}
+		switch e.Mode {
+		case filemode.Regular, filemode.Executable, filemode.Deprecated:
+			blob, err := c.repo.BlobObject(e.Hash)
+			if err != nil {
+				return nil, sourceErr(name, ErrUnsupportedFile, "cannot read file: %v", err)
+			}
+			if err := b.addFile(name, blob.Size, func() ([]byte, error) { return readBlob(blob, blob.Size) }); err != nil {
+				return nil, err
+			}
+		default:
+			return c.Tree(ctx)
+		}
+	}
+	return b.finish()
 }
 
 // BranchHead returns the head commit of src.Branch on the remote, as `git ls-remote` lists it,

@@ -215,6 +215,51 @@ func TestBranchHead(t *testing.T) {
 	}
 }
 
+// TestFetchCommitFiles reads named files of a fetched commit without the rest of its tree: a file
+// elsewhere that breaks a limit fails Tree, not Files; a missing name is left out; a link is
+// resolved against the whole tree.
+func TestFetchCommitFiles(t *testing.T) {
+	ctx := context.Background()
+	r, head := fixtureRepo(t, "hello")
+	r.write(map[string]string{"svc/knowledge/big.md": strings.Repeat("b", 101)})
+	r.symlink("alias.json", "svc.json")
+	commit := r.commit("big file and a link")
+	hello := fixtureFiles(t, "hello")
+	limits := Limits{MaxFileSize: 100}
+	if int64(len(hello["svc.json"])) > limits.MaxFileSize {
+		t.Fatalf("the test needs svc.json of hello under %d bytes", limits.MaxFileSize)
+	}
+
+	c, err := FetchCommit(ctx, GitSource{URL: r.url(), Branch: "main"}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := c.Result(); res.Commit != commit || res.Branch != "main" || head == commit {
+		t.Errorf("Result = %+v, want commit %s on main", res, commit)
+	}
+	fsys, err := c.Files(ctx, "svc.json", "missing.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"svc.json": hello["svc.json"]}, treeFiles(t, fsys)); diff != "" {
+		t.Errorf("Files (-want +got):\n%s", diff)
+	}
+	if _, err := c.Tree(ctx); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Tree = %v, want ErrTooLarge for the big file", err)
+	}
+	// A link needs the whole tree, which here breaks a limit.
+	if _, err := c.Files(ctx, "alias.json"); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Files of a link = %v, want the whole tree's ErrTooLarge", err)
+	}
+	c, err = FetchCommit(ctx, GitSource{URL: r.url(), Branch: "main"}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fsys, err := c.Files(ctx, "alias.json"); err != nil || treeFiles(t, fsys)["alias.json"] != hello["svc.json"] {
+		t.Errorf("Files of a link = %v, want a copy of svc.json", err)
+	}
+}
+
 func mustDigest(t *testing.T, fsys fs.FS) string {
 	t.Helper()
 	d, err := Digest(fsys)

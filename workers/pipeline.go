@@ -81,9 +81,9 @@ type Pipeline struct {
 	Logger      *slog.Logger
 	// Credentials resolves the git credentials of agents' sources.
 	Credentials builder.Credentials
-	// Trees, when set, hands the tree a push's branch filter fetched to the push's build (for a
-	// process that does both); nil fetches twice.
-	Trees *TreeCache
+	// Commits, when set, hands the commit a push's branch filter fetched to the push's build (for
+	// a process that does both); nil fetches twice.
+	Commits *CommitCache
 }
 
 func (p *Pipeline) logger() *slog.Logger {
@@ -144,7 +144,7 @@ func (p *Pipeline) Push(ctx context.Context, agentID string, push webhook.Push) 
 	}
 	out.BuildID, out.DeployID = st.Build.ID, st.Deployment.ID
 	if st.Reused {
-		p.Trees.take(src.treeKey(push.Branch, push.After)) // no build will take it
+		p.Commits.take(src.commitKey(push.Branch, push.After)) // no build will take it
 		out.Action, out.Reason = "skipped", "already-built"
 		if st.Building {
 			out.Reason = "already-building"
@@ -170,16 +170,21 @@ func (p *Pipeline) enqueue(ctx context.Context, buildID string) error {
 	return fmt.Errorf("queue build: %w", err)
 }
 
-// branchFiltered reads svc.json at the pushed commit and applies ci.deploy.branches.
+// branchFiltered reads svc.json at the pushed commit, and nothing else of its tree, and applies
+// ci.deploy.branches. A commit that may build is kept in Commits for its build.
 func (p *Pipeline) branchFiltered(ctx context.Context, src AgentSource, push webhook.Push) (bool, error) {
-	fsys, res, err := p.fetch(ctx, src, push.Branch, push.After)
+	commit, err := p.fetch(ctx, src, push.Branch, push.After)
 	if err != nil {
 		return false, err
 	}
-	f, err := agent.DeployFilterOf(fsys)
+	files, err := commit.Files(ctx, "svc.json")
+	if err != nil {
+		return false, err
+	}
+	f, err := agent.DeployFilterOf(files)
 	filtered := err == nil && !f.Allows(push.Branch)
 	if err == nil && !filtered {
-		p.Trees.put(src.treeKey(push.Branch, push.After), fsys, res)
+		p.Commits.put(src.commitKey(push.Branch, push.After), commit)
 	}
 	return filtered, err
 }
@@ -271,12 +276,13 @@ func (p *Pipeline) head(ctx context.Context, src AgentSource, branch string) (st
 	return head, err
 }
 
-func (p *Pipeline) fetch(ctx context.Context, src AgentSource, branch, commit string) (fs.FS, builder.FetchResult, error) {
+// fetch fetches commit on branch of src's repository, without reading its tree.
+func (p *Pipeline) fetch(ctx context.Context, src AgentSource, branch, commit string) (*builder.GitCommit, error) {
 	auth, err := p.Credentials.GitAuth(ctx, src.AgentID, src.Credentials)
 	if err != nil {
-		return nil, builder.FetchResult{}, err
+		return nil, err
 	}
-	return builder.FetchGit(ctx, builder.GitSource{URL: src.URL, Branch: branch, Commit: commit, Auth: auth}, p.Limits)
+	return builder.FetchCommit(ctx, builder.GitSource{URL: src.URL, Branch: branch, Commit: commit, Auth: auth}, p.Limits)
 }
 
 // stepJSON is one build step as the API shows it.
@@ -406,7 +412,7 @@ func retryLater(b registry.Build, log func(step, line string), err error) error 
 }
 
 // source reads the tree a build builds: an uploaded source version, or the git commit, taken
-// from Trees when the push's branch check fetched it already (fetched is then true).
+// from Commits when the push's branch check fetched it already (fetched is then true).
 func (p *Pipeline) source(ctx context.Context, src AgentSource, b registry.Build) (tree fs.FS, res builder.FetchResult, fetched bool, err error) {
 	if b.SourceVersionID != "" {
 		sv, err := p.Sources.SourceVersion(ctx, b.AgentID, b.SourceVersionID)
@@ -424,11 +430,14 @@ func (p *Pipeline) source(ctx context.Context, src AgentSource, b registry.Build
 	if src.Type != "git" {
 		return nil, builder.FetchResult{}, false, ErrNoSource
 	}
-	if tree, res, ok := p.Trees.take(src.treeKey(b.Branch, b.CommitSHA)); ok {
-		return tree, res, true, nil
+	commit, fetched := p.Commits.take(src.commitKey(b.Branch, b.CommitSHA))
+	if !fetched {
+		if commit, err = p.fetch(ctx, src, b.Branch, b.CommitSHA); err != nil {
+			return nil, builder.FetchResult{}, false, err
+		}
 	}
-	tree, res, err = p.fetch(ctx, src, b.Branch, b.CommitSHA)
-	return tree, res, false, err
+	tree, err = commit.Tree(ctx)
+	return tree, commit.Result(), fetched, err
 }
 
 // fail records a build's failure with every reason; the task itself is done (no retry).

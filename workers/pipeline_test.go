@@ -199,13 +199,13 @@ func TestPushBuildsAndActivates(t *testing.T) {
 	})
 }
 
-// TestPushHandsItsTreeToTheBuild: with a TreeCache (svc up), the tree fetched for the branch
-// check of a push is the one its build builds; the commit is fetched once.
-func TestPushHandsItsTreeToTheBuild(t *testing.T) {
+// TestPushHandsItsCommitToTheBuild: with a CommitCache (svc up), the commit fetched for the
+// branch check of a push is the one its build builds; the commit is fetched once.
+func TestPushHandsItsCommitToTheBuild(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		e := newEnv(t, db)
-		e.pipeline.Trees = workers.NewTreeCache(4, time.Minute)
+		e.pipeline.Commits = workers.NewCommitCache(4, time.Minute)
 		repo, _, a := e.gitAgent(t, "Support Desk", "support-desk", true)
 		repo.Branch(t, "feature/x")
 		c := repo.Commit(t, "", "feature")
@@ -221,15 +221,15 @@ func TestPushHandsItsTreeToTheBuild(t *testing.T) {
 		if b, err := builder.OpenBundle(ctx, e.objects, d.BundleKey); err != nil || b.Manifest.Commit != c {
 			t.Fatalf("bundle of %q: %v", c, err)
 		}
-		if n := e.pipeline.Trees.Len(); n != 0 {
-			t.Errorf("%d trees left after the build took its own", n)
+		if n := e.pipeline.Commits.Len(); n != 0 {
+			t.Errorf("%d commits left after the build took its own", n)
 		}
-		// A push of a commit already built builds nothing and leaves no tree behind.
+		// A push of a commit already built builds nothing and leaves no commit behind.
 		if again, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c)); err != nil || again.Action != "skipped" {
 			t.Fatalf("push again = %+v, %v", again, err)
 		}
-		if n := e.pipeline.Trees.Len(); n != 0 {
-			t.Errorf("%d trees kept for a push that built nothing", n)
+		if n := e.pipeline.Commits.Len(); n != 0 {
+			t.Errorf("%d commits kept for a push that built nothing", n)
 		}
 	})
 }

@@ -169,7 +169,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	}
 	defer p.close()
 	// Webhooks and builds share this process: a pushed commit is fetched once.
-	p.pipeline.Trees = workers.NewTreeCache(8, 5*time.Minute)
+	p.pipeline.Commits = workers.NewCommitCache(8, 5*time.Minute)
 	token, err := p.bootstrap(ctx)
 	if err != nil {
 		return err
