@@ -42,7 +42,7 @@ func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey 
 		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects,
 		Sources: workers.NewRegistrySources(stores), Credentials: builder.Credentials{Secrets: stores.Secrets},
 	}
-	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: p.OnFailure})
+	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,11 +11,17 @@
 // and the guarantees they rely on must be the same on both. Those guarantees are written once, on
 // Queue, and checked once, by the conformance suite in workers/queuetest, which both
 // implementations run: at-least-once delivery, dedupe by task ID, exponential retry with a cap,
-// a failure hook called when a task gives up, panics turned into failures, and recovery of a task
-// whose worker was killed mid-run (a real SIGKILL of a child process in the suite).
+// the task's own handler told when the task gives up, panics turned into failures, and recovery
+// of a task whose worker was killed mid-run (a real SIGKILL of a child process in the suite).
 //
 // Because delivery is at-least-once, every handler must be idempotent: a task can run again after
 // its worker died, after a lease was lost, or when the failure bookkeeping itself failed.
+//
+// Each handler owns its failures. A handler's last attempt cannot always say so itself (it may
+// panic, time out, or die with its worker), so a handler that has something to clean up when its
+// task gives up (a build to mark failed) is a FailureHandler: the queue tells it, through the
+// ServeMux that routes its tasks, with the last attempt's error. There is no queue-wide hook, so a
+// queue is built without knowing its handlers.
 //
 // What lives here: Task, Handler, ServeMux (routing by task type, with panic recovery), the
 // enqueue options, the shared backoff (RetryDelay), the sentinel errors, and for now the build

@@ -69,8 +69,8 @@ var (
 	ErrBranchAbsent = errors.New("workers: branch not found in the repository")
 )
 
-// Pipeline decides what pushes and redeploys build (spec table 3.1) and runs builds.
-// It is safe for concurrent use.
+// Pipeline decides what pushes and redeploys build (spec table 3.1) and runs builds: it is the
+// handler of TaskBuild, and owns a build whose task fails for good. It is safe for concurrent use.
 type Pipeline struct {
 	Deployments *registry.Deployments
 	Logs        *registry.BuildLogs
@@ -92,6 +92,8 @@ func (p *Pipeline) logger() *slog.Logger {
 	}
 	return p.Logger
 }
+
+var _ FailureHandler = (*Pipeline)(nil)
 
 // EnvironmentFor names the environment a push to branch builds.
 func EnvironmentFor(branch, productionBranch string) string {
@@ -405,7 +407,7 @@ func permanent(err error) bool {
 const stepRetry = "retry"
 
 // retryLater logs that attempt b.Attempts failed for a reason that may pass and returns err for the
-// queue to retry with backoff (its failure hook records the last error once retries run out).
+// queue to retry with backoff (TaskFailed records the last error once retries run out).
 func retryLater(b registry.Build, log func(step, line string), err error) error {
 	log(stepRetry, fmt.Sprintf("attempt %d failed: %v; the queue tries again with backoff", b.Attempts, err))
 	return err
@@ -449,11 +451,9 @@ func (p *Pipeline) fail(ctx context.Context, b registry.Build, steps []builder.S
 	return nil
 }
 
-// OnFailure is the queue's failure hook: a build task that gave up marks its build failed.
-func (p *Pipeline) OnFailure(ctx context.Context, t Task, cause error) {
-	if t.Type != TaskBuild {
-		return
-	}
+// TaskFailed implements FailureHandler: a build task that gave up (its last attempt failed,
+// panicked, timed out or was lost with its worker) marks its build failed with the reason.
+func (p *Pipeline) TaskFailed(ctx context.Context, t Task, cause error) {
 	var pl buildPayload
 	if json.Unmarshal(t.Payload, &pl) != nil {
 		return

@@ -47,7 +47,7 @@ func newEnv(t *testing.T, db *gorm.DB) *env {
 	e.pipeline = pipelineOn(db, e.objects)
 	src := e.pipeline.Sources.(*workers.RegistrySources)
 	e.deps, e.logs, e.agents, e.sources, e.settings = e.pipeline.Deployments, e.pipeline.Logs, src.Agents, src.Sources, src.Settings
-	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: e.pipeline.OnFailure})
+	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,6 +376,56 @@ func TestPassingBuildErrorsAreRetried(t *testing.T) {
 	}
 	if strings.Contains(log, "interrupted") {
 		t.Errorf("a failed attempt is reported as interrupted:\n%s", log)
+	}
+}
+
+// brokenObjects is an object store whose every Put fails, or panics when panics is set.
+type brokenObjects struct {
+	registry.Objects
+	panics bool
+}
+
+func (b brokenObjects) Put(context.Context, string, io.Reader, int64) error {
+	if b.panics {
+		panic("object store driver bug")
+	}
+	return errors.New("object store unreachable")
+}
+
+// TestBuildThatNeverSucceedsEndsFailed: a build whose every attempt fails for a reason that may
+// pass, or panics, is retried until its task gives up, then ends failed with the last reason
+// (told to the build handler by the queue, since the handler's last attempt cannot be sure it is
+// the last).
+func TestBuildThatNeverSucceedsEndsFailed(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		panics bool
+		want   string
+	}{
+		{"error", false, "object store unreachable"},
+		{"panic", true, "object store driver bug"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, dbtest.SQLite(t))
+			e.pipeline.Objects = brokenObjects{Objects: e.objects, panics: tt.panics}
+			_, _, a := e.gitAgent(t, "hello", "hello", false)
+			rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "main"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := e.wait(t, rd.DeployID)
+			b, err := e.deps.GetBuild(ctx, rd.BuildID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Status != registry.StatusFailed || b.Status != registry.BuildFailed || b.Attempts != workers.DefaultMaxRetry+1 {
+				t.Fatalf("deployment %s, build %s after %d attempts: want failed after %d", d.Status, b.Status, b.Attempts, workers.DefaultMaxRetry+1)
+			}
+			if !strings.Contains(b.Error, "build gave up") || !strings.Contains(b.Error, tt.want) {
+				t.Errorf("build error = %q, want it to say the build gave up, with %q", b.Error, tt.want)
+			}
+		})
 	}
 }
 

@@ -149,14 +149,14 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 		Sources: workers.NewRegistrySources(p.stores), Credentials: builder.Credentials{Secrets: p.stores.Secrets},
 	}
 	if cfg.RedisURL != "" {
-		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})
+		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("queue (REDIS_URL): %w", err)
 		}
 		p.queue = q
 		p.closers = append(p.closers, q.Close)
 	} else {
-		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})
+		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
