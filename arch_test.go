@@ -15,22 +15,23 @@ import (
 // "depends on" column of DESIGN.md. Tests may wire real neighbours together and are not checked.
 // No golangci-lint is available on the machines, so this test is the depguard.
 var forbidden = map[string][]string{
-	"agent":      {"api", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
-	"auth":       {"api", "agent", "builder", "registry", "runner", "webhook", "workers", "cmd"},
-	"webhook":    {"api", "agent", "auth", "builder", "registry", "runner", "workers", "cmd"},
-	"registry":   {"api", "builder", "runner", "webhook", "workers", "cmd"},
-	"builder":    {"api", "runner", "webhook", "workers", "cmd"},
-	"workers":    {"api", "runner", "cmd"},
-	"runner":     {"api", "builder", "webhook", "workers", "cmd"},
-	"api":        {"runner", "cmd"},
-	"migrations": {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
-	"client":     {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd"},
-	"errcode":    {"api", "agent", "auth", "builder", "registry", "runner", "webhook", "workers", "cmd", "client"},
+	"agent":      {"api", "auth", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
+	"auth":       {"api", "agent", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
+	"webhook":    {"api", "agent", "auth", "builder", "deploy", "registry", "runner", "workers", "cmd"},
+	"registry":   {"api", "builder", "deploy", "runner", "webhook", "workers", "cmd"},
+	"builder":    {"api", "deploy", "runner", "webhook", "workers", "cmd"},
+	"workers":    {"api", "deploy", "runner", "webhook", "cmd"},
+	"deploy":     {"api", "auth", "runner", "cmd"},
+	"runner":     {"api", "builder", "deploy", "webhook", "workers", "cmd"},
+	"api":        {"runner", "workers", "cmd"},
+	"migrations": {"api", "agent", "auth", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
+	"client":     {"api", "agent", "auth", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
+	"errcode":    {"api", "agent", "auth", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd", "client"},
 }
 
 // noDatabase lists the folders whose code reaches the database only through registry's stores:
 // they must not import gorm themselves.
-var noDatabase = []string{"api", "webhook"}
+var noDatabase = []string{"api", "deploy", "webhook"}
 
 func TestImportBoundaries(t *testing.T) {
 	fset := token.NewFileSet()

@@ -13,9 +13,9 @@ import (
 	"svc/agent"
 	"svc/auth"
 	"svc/builder"
+	"svc/deploy"
 	"svc/errcode"
 	"svc/registry"
-	"svc/workers"
 )
 
 // RuntimeControl is told when a deployment's runtime stops, so the process that holds it lets
@@ -191,16 +191,16 @@ func (a *API) redeploy(c *gin.Context) error {
 			return err
 		}
 	}
-	out, err := a.deps.Pipeline.Redeploy(c.Request.Context(), workers.RedeployRequest{
+	out, err := a.deps.Deployer.Redeploy(c.Request.Context(), deploy.RedeployRequest{
 		AgentID: req.AgentID, Branch: req.Branch, Environment: req.Environment, SourceVersionID: req.SourceVersionID, ReuseBuild: req.ReuseBuild,
 	})
 	switch {
-	case errors.Is(err, workers.ErrNoSource):
+	case errors.Is(err, deploy.ErrNoSource):
 		return Errorf(errcode.InvalidRequest, "the agent has no source to build: connect a git repository or upload a source version")
-	case errors.Is(err, workers.ErrBranchAbsent):
-		return InvalidField("branch", "%s", strings.TrimPrefix(err.Error(), "workers: "))
-	case errors.Is(err, workers.ErrBadRedeploy):
-		return Errorf(errcode.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), "workers: bad redeploy request: "))
+	case errors.Is(err, deploy.ErrBranchAbsent):
+		return InvalidField("branch", "%s", strings.TrimPrefix(err.Error(), "deploy: "))
+	case errors.Is(err, deploy.ErrBadRedeploy):
+		return Errorf(errcode.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), "deploy: bad redeploy request: "))
 	case errors.Is(err, registry.ErrSourceVersionNotFound):
 		return InvalidField("sourceVersionId", "no source version %s of this agent", req.SourceVersionID)
 	case err != nil:

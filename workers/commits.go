@@ -23,8 +23,8 @@ type CommitCache struct {
 
 type commitKey struct{ agentID, url, branch, commit string }
 
-// commitKey is the key of src's commit on branch.
-func (src AgentSource) commitKey(branch, commit string) commitKey {
+// keyOf is the key of src's commit on branch.
+func keyOf(src AgentSource, branch, commit string) commitKey {
 	return commitKey{src.AgentID, src.URL, branch, commit}
 }
 
@@ -39,7 +39,17 @@ func NewCommitCache(max int, ttl time.Duration) *CommitCache {
 	return &CommitCache{max: max, ttl: ttl, now: time.Now}
 }
 
-// put keeps a fetched commit for the build of the same commit.
+// Put keeps fetched, the commit hash of src's repository fetched on branch, for the build of
+// that commit.
+func (c *CommitCache) Put(src AgentSource, branch, hash string, fetched *builder.GitCommit) {
+	c.put(keyOf(src, branch, hash), fetched)
+}
+
+// Take returns and forgets the commit hash of src's repository kept for branch, if any.
+func (c *CommitCache) Take(src AgentSource, branch, hash string) (*builder.GitCommit, bool) {
+	return c.take(keyOf(src, branch, hash))
+}
+
 func (c *CommitCache) put(k commitKey, commit *builder.GitCommit) {
 	if c == nil || c.max <= 0 {
 		return
@@ -53,7 +63,6 @@ func (c *CommitCache) put(k commitKey, commit *builder.GitCommit) {
 	c.entries = append(c.entries, commitEntry{key: k, commit: commit, at: c.now()})
 }
 
-// take returns and forgets the commit kept for k, if any.
 func (c *CommitCache) take(k commitKey) (*builder.GitCommit, bool) {
 	if c == nil {
 		return nil, false

@@ -1,6 +1,6 @@
 // Package workers runs svc's background jobs through one small Queue interface with two
-// implementations. Today the one task is the build (TaskBuild, handled by Pipeline); evals and
-// durable wake-ups are to come as tasks of their own.
+// implementations. Today the one task is the build (TaskBuild, handled by BuildHandler); evals
+// and durable wake-ups are to come as tasks of their own.
 //
 //   - workers/asynqqueue: asynq on Redis, for the scale-out `svc worker` role, where any worker
 //     process may die and another carries on;
@@ -23,8 +23,12 @@
 // ServeMux that routes its tasks, with the last attempt's error. There is no queue-wide hook, so a
 // queue is built without knowing its handlers.
 //
-// What lives here: Task, Handler, ServeMux (routing by task type, with panic recovery), the
-// enqueue options, the shared backoff (RetryDelay), the sentinel errors, and for now the build
-// pipeline (Pipeline: the push and redeploy policy and the build task). Implementations live in
-// sub-packages named for their backend; the choice between them is made in cmd/svc.
+// What lives here: Task, Handler, FailureHandler, ServeMux (routing by task type, with panic
+// recovery), the enqueue options, the shared backoff (RetryDelay), the sentinel errors, and the
+// build task: NewBuildTask, its handler (BuildHandler: fetch, build, record), RecoverBuilds, and
+// what a build and the decision to start one both need to know of an agent (AgentSource, Sources,
+// RegistrySources) and the cache through which a push's fetched commit reaches its build
+// (CommitCache). That decision, the push and redeploy policy, is package deploy, which enqueues
+// builds here. Implementations live in sub-packages named for their backend; the choice between
+// them is made in cmd/svc.
 package workers

@@ -128,10 +128,12 @@ func (p *platform) envOf(agentID string) func(string) (string, bool) {
 	}
 }
 
-func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl) (*api.API, error) {
+// newAPI is the platform API; commits, when not nil, is shared with the build handler of this
+// process (svc up).
+func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commits *workers.CommitCache) (*api.API, error) {
 	return api.New(api.Deps{
 		Stores: p.stores, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer,
-		AppsDomain: appsDomain, Logger: p.log, Metrics: prometheus.NewRegistry(), Pipeline: p.pipeline, Runtimes: runtimes,
+		AppsDomain: appsDomain, Logger: p.log, Metrics: prometheus.NewRegistry(), Deployer: p.newDeployer(commits), Runtimes: runtimes,
 	})
 }
 
@@ -147,13 +149,14 @@ func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 }
 
 // runQueue processes build tasks until ctx is done, after re-enqueueing builds left queued.
-func (p *platform) runQueue(ctx context.Context) error {
-	if n, err := p.pipeline.Recover(ctx); err != nil {
+// commits, when not nil, is shared with the API of this process (svc up).
+func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache) error {
+	if n, err := workers.RecoverBuilds(ctx, p.queue, p.deploys); err != nil {
 		p.log.Warn("re-enqueue queued builds", "err", err)
 	} else if n > 0 {
 		p.log.Info("re-enqueued queued builds", "count", n)
 	}
-	return p.queue.Run(ctx, p.buildMux())
+	return p.queue.Run(ctx, p.buildMux(commits))
 }
 
 func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
@@ -168,8 +171,6 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		return err
 	}
 	defer p.close()
-	// Webhooks and builds share this process: a pushed commit is fetched once.
-	p.pipeline.Commits = workers.NewCommitCache(8, 5*time.Minute)
 	token, err := p.bootstrap(ctx)
 	if err != nil {
 		return err
@@ -180,7 +181,9 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	}
 	defer router.Close()
 	appsDomain := appsDomainFor(cfg, ln.Addr())
-	a, err := p.newAPI(appsDomain, router)
+	// Webhooks and builds share this process: a pushed commit is fetched once.
+	commits := workers.NewCommitCache(8, 5*time.Minute)
+	a, err := p.newAPI(appsDomain, router, commits)
 	if err != nil {
 		return err
 	}
@@ -193,7 +196,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		func(ctx context.Context) error {
 			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { router.Close() })
 		},
-		p.runQueue,
+		func(ctx context.Context) error { return p.runQueue(ctx, commits) },
 		p.revocations.Run,
 	)
 }
@@ -207,7 +210,7 @@ func roleAPI(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logg
 	if _, err := p.bootstrap(ctx); err != nil {
 		return err
 	}
-	a, err := p.newAPI(cfg.AppsDomain, nil)
+	a, err := p.newAPI(cfg.AppsDomain, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -227,7 +230,7 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		redisAt = u.Redacted()
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
-	return p.runQueue(ctx)
+	return p.runQueue(ctx, nil)
 }
 
 func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {

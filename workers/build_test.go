@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,19 +13,17 @@ import (
 	"gorm.io/gorm"
 
 	"svc/agent/agenttest"
-	"svc/builder"
 	"svc/builder/gittest"
 	"svc/migrations/dbtest"
 	"svc/registry"
 	"svc/registry/fsobjects"
-	"svc/webhook"
 	"svc/workers"
 	"svc/workers/dbqueue"
 )
 
 type env struct {
 	db       *gorm.DB
-	pipeline *workers.Pipeline
+	queue    workers.Queue
 	deps     *registry.Deployments
 	logs     *registry.BuildLogs
 	agents   *registry.Agents
@@ -36,24 +32,30 @@ type env struct {
 	objects  registry.Objects
 }
 
-// newEnv wires a pipeline on db with the in-process queue running until the test ends.
-func newEnv(t *testing.T, db *gorm.DB) *env {
+// newEnv runs a build handler on db with the in-process queue until the test ends; with, when
+// given, changes the handler's config first.
+func newEnv(t *testing.T, db *gorm.DB, with ...func(*workers.BuildConfig)) *env {
 	t.Helper()
 	objects, err := fsobjects.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{db: db, objects: registry.Checked(objects)}
-	e.pipeline = pipelineOn(db, e.objects)
-	src := e.pipeline.Sources.(*workers.RegistrySources)
-	e.deps, e.logs, e.agents, e.sources, e.settings = e.pipeline.Deployments, e.pipeline.Logs, src.Agents, src.Sources, src.Settings
+	cfg := buildConfig(db, registry.Checked(objects))
+	stores := storesOf(db, cfg.Objects)
+	e := &env{
+		db: db, objects: cfg.Objects, deps: cfg.Deployments, logs: cfg.Logs,
+		agents: stores.Agents, sources: stores.Sources, settings: stores.Settings,
+	}
+	for _, f := range with {
+		f(&cfg)
+	}
 	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.pipeline.Queue = q
+	e.queue = q
 	mux := workers.NewServeMux()
-	mux.Handle(workers.TaskBuild, e.pipeline)
+	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(cfg))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -63,6 +65,22 @@ func newEnv(t *testing.T, db *gorm.DB) *env {
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return e
+}
+
+// build records a build of commit on branch into environment, as a push or redeploy does, and
+// enqueues it.
+func (e *env) build(t *testing.T, agentID, environment, branch, commit string) registry.BuildStart {
+	t.Helper()
+	st, err := e.deps.StartBuild(context.Background(), registry.BuildRequest{
+		AgentID: agentID, Environment: environment, Branch: branch, Commit: commit, Trigger: "redeploy",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.queue.Enqueue(context.Background(), workers.NewBuildTask(st.Build.ID)); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // wait polls the deployment until its build finished.
@@ -96,144 +114,6 @@ func (e *env) logText(t *testing.T, buildID string) string {
 	return b.String()
 }
 
-func push(branch, commit string) webhook.Push {
-	return webhook.Push{Ref: "refs/heads/" + branch, Branch: branch, After: commit}
-}
-
-func TestPushBuildsAndActivates(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		ctx := context.Background()
-		e := newEnv(t, db)
-		dir := t.TempDir()
-		repo, c1 := gittest.Init(t, dir, agenttest.Dir(t, "support-desk"))
-		a, err := e.agents.Create(ctx, "Support Desk", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
-			t.Fatal(err)
-		}
-
-		// autoDeploy off: the push is recorded, nothing built.
-		out, err := e.pipeline.Push(ctx, a.ID, push("main", c1))
-		if err != nil || out.Action != "recorded" || out.Environment != "production" {
-			t.Fatalf("push with autoDeploy off = %+v, %v", out, err)
-		}
-		on := true
-		if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoDeploy: &on}); err != nil {
-			t.Fatal(err)
-		}
-
-		// A push to a feature branch builds preview-<branch> and activates it.
-		repo.Branch(t, "feature/x")
-		if err := os.WriteFile(filepath.Join(dir, "NOTES.md"), []byte("feature\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c2 := repo.Commit(t, "", "feature")
-		out, err = e.pipeline.Push(ctx, a.ID, push("feature/x", c2))
-		if err != nil || out.Action != "build" || out.Environment != "preview-feature/x" {
-			t.Fatalf("feature push = %+v, %v", out, err)
-		}
-		// The same push again while it builds, or after: nothing built.
-		again, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c2))
-		if err != nil || again.Action != "skipped" || again.BuildID != out.BuildID {
-			t.Fatalf("duplicate push = %+v, %v", again, err)
-		}
-		d := e.wait(t, out.DeployID)
-		if !d.Serving() || d.BundleKey == "" || d.CommitSHA != c2 {
-			t.Fatalf("preview deployment = %+v\nlog:\n%s", d, e.logText(t, out.BuildID))
-		}
-		if _, err := e.objects.Stat(ctx, d.BundleKey); err != nil {
-			t.Fatalf("bundle: %v", err)
-		}
-		b, err := builder.OpenBundle(ctx, e.objects, d.BundleKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b.Manifest.Commit != c2 {
-			t.Fatalf("manifest commit = %q, want %q", b.Manifest.Commit, c2)
-		}
-		after, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c2))
-		if err != nil || after.Action != "skipped" || after.Reason != "already-built" {
-			t.Fatalf("push of built commit = %+v, %v", after, err)
-		}
-
-		// Production without autoPromoteProduction: ready, not active.
-		out, err = e.pipeline.Push(ctx, a.ID, push("main", c1))
-		if err != nil || out.Action != "build" || out.Environment != "production" {
-			t.Fatalf("main push = %+v, %v", out, err)
-		}
-		if d := e.wait(t, out.DeployID); d.Status != registry.StatusReady || d.IsActive {
-			t.Fatalf("production without autoPromote = %+v", d)
-		}
-		// With autoPromoteProduction: a redeploy of main becomes active.
-		if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoPromoteProduction: &on}); err != nil {
-			t.Fatal(err)
-		}
-		rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID})
-		if err != nil || rd.Reused {
-			t.Fatalf("redeploy = %+v, %v", rd, err)
-		}
-		if d := e.wait(t, rd.DeployID); !d.Serving() || d.CommitSHA != c1 {
-			t.Fatalf("production with autoPromote = %+v", d)
-		}
-		// reuseBuild returns the newest good build of the same commit.
-		reused, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, ReuseBuild: true})
-		if err != nil || !reused.Reused || reused.DeployID != rd.DeployID {
-			t.Fatalf("reuseBuild redeploy = %+v, %v", reused, err)
-		}
-		// ci.deploy.branches of support-desk allow main, release/* and feature/*: others are filtered.
-		repo.Branch(t, "chore")
-		c3 := repo.Commit(t, "", "chore")
-		out, err = e.pipeline.Push(ctx, a.ID, push("chore", c3))
-		if err != nil || out.Action != "skipped" || out.Reason != "branch-filtered" {
-			t.Fatalf("filtered push = %+v, %v", out, err)
-		}
-		// Tags and deletions are skipped.
-		if out, _ := e.pipeline.Push(ctx, a.ID, webhook.Push{Ref: "refs/tags/v1", Tag: "v1", After: c1}); out.Action != "skipped" {
-			t.Fatalf("tag push = %+v", out)
-		}
-		if out, _ := e.pipeline.Push(ctx, a.ID, webhook.Push{Ref: "refs/heads/old", Branch: "old", Deleted: true}); out.Action != "skipped" {
-			t.Fatalf("delete push = %+v", out)
-		}
-	})
-}
-
-// TestPushHandsItsCommitToTheBuild: with a CommitCache (svc up), the commit fetched for the
-// branch check of a push is the one its build builds; the commit is fetched once.
-func TestPushHandsItsCommitToTheBuild(t *testing.T) {
-	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
-		ctx := context.Background()
-		e := newEnv(t, db)
-		e.pipeline.Commits = workers.NewCommitCache(4, time.Minute)
-		repo, _, a := e.gitAgent(t, "Support Desk", "support-desk", true)
-		repo.Branch(t, "feature/x")
-		c := repo.Commit(t, "", "feature")
-		out, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c))
-		if err != nil || out.Action != "build" {
-			t.Fatalf("push = %+v, %v", out, err)
-		}
-		d := e.wait(t, out.DeployID)
-		log := e.logText(t, out.BuildID)
-		if !d.Serving() || d.CommitSHA != c || !strings.Contains(log, "was fetched by the push's branch check") {
-			t.Fatalf("deployment %+v\nlog:\n%s", d, log)
-		}
-		if b, err := builder.OpenBundle(ctx, e.objects, d.BundleKey); err != nil || b.Manifest.Commit != c {
-			t.Fatalf("bundle of %q: %v", c, err)
-		}
-		if n := e.pipeline.Commits.Len(); n != 0 {
-			t.Errorf("%d commits left after the build took its own", n)
-		}
-		// A push of a commit already built builds nothing and leaves no commit behind.
-		if again, err := e.pipeline.Push(ctx, a.ID, push("feature/x", c)); err != nil || again.Action != "skipped" {
-			t.Fatalf("push again = %+v, %v", again, err)
-		}
-		if n := e.pipeline.Commits.Len(); n != 0 {
-			t.Errorf("%d commits kept for a push that built nothing", n)
-		}
-	})
-}
-
 func TestBrokenBuildFailsWithEveryProblem(t *testing.T) {
 	db := dbtest.SQLite(t)
 	ctx := context.Background()
@@ -247,19 +127,16 @@ func TestBrokenBuildFailsWithEveryProblem(t *testing.T) {
 	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir}); err != nil {
 		t.Fatal(err)
 	}
-	rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "main"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := e.wait(t, rd.DeployID)
+	st := e.build(t, a.ID, registry.Production, "main", c1)
+	d := e.wait(t, st.Deployment.ID)
 	if d.Status != registry.StatusFailed || d.BundleKey != "" {
 		t.Fatalf("broken deployment = %+v", d)
 	}
-	b, err := e.deps.GetBuild(ctx, rd.BuildID)
+	b, err := e.deps.GetBuild(ctx, st.Build.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := e.logText(t, rd.BuildID)
+	log := e.logText(t, st.Build.ID)
 	for _, want := range []string{
 		"svc.json", "colour", "version", "no_such_tool", "missing-skill", "nope", "ghost",
 		"svc/skills/x/SKILL.md", "undeclared_child", "nobody", "svc/tools/bad/handler.ts:2",
@@ -274,9 +151,6 @@ func TestBrokenBuildFailsWithEveryProblem(t *testing.T) {
 	list, err := e.objects.List(ctx, "bundles/")
 	if err != nil || len(list) != 0 {
 		t.Errorf("a failed build left bundles: %v, %v", list, err)
-	}
-	if _, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "nope"}); !errors.Is(err, workers.ErrBranchAbsent) {
-		t.Errorf("redeploy of a missing branch: %v", err)
 	}
 }
 
@@ -298,14 +172,14 @@ func TestRecoverEnqueuesOrphanedBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := e.pipeline.Recover(ctx)
+	n, err := workers.RecoverBuilds(ctx, e.queue, e.deps)
 	if err != nil || n != 1 {
 		t.Fatalf("Recover = %d, %v; want 1", n, err)
 	}
 	if d := e.wait(t, st.Deployment.ID); !d.Serving() {
 		t.Fatalf("recovered build's deployment = %+v", d)
 	}
-	if n, err := e.pipeline.Recover(ctx); err != nil || n != 0 {
+	if n, err := workers.RecoverBuilds(ctx, e.queue, e.deps); err != nil || n != 0 {
 		t.Fatalf("second Recover = %d, %v; want 0", n, err)
 	}
 }
@@ -319,19 +193,16 @@ func TestFatalBuildErrorsFailAtOnce(t *testing.T) {
 	e := newEnv(t, db)
 	_, _, a := e.gitAgent(t, "hello", "hello", true)
 	missing := strings.Repeat("ab", 20)
-	out, err := e.pipeline.Push(ctx, a.ID, push("main", missing))
-	if err != nil || out.Action != "build" {
-		t.Fatalf("push = %+v, %v", out, err)
-	}
-	d := e.wait(t, out.DeployID)
-	b, err := e.deps.GetBuild(ctx, out.BuildID)
+	st := e.build(t, a.ID, registry.Production, "main", missing)
+	d := e.wait(t, st.Deployment.ID)
+	b, err := e.deps.GetBuild(ctx, st.Build.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Status != registry.StatusFailed || b.Attempts != 1 || !strings.Contains(b.Error, missing) {
 		t.Fatalf("deployment %s, build attempts %d, error %q: want failed on the first attempt, naming the commit", d.Status, b.Attempts, b.Error)
 	}
-	if log := e.logText(t, out.BuildID); strings.Contains(log, "tries again") {
+	if log := e.logText(t, st.Build.ID); strings.Contains(log, "tries again") {
 		t.Errorf("a fatal error was retried:\n%s", log)
 	}
 }
@@ -355,19 +226,15 @@ func (f *failingOnce) Put(ctx context.Context, key string, r io.Reader, size int
 func TestPassingBuildErrorsAreRetried(t *testing.T) {
 	db := dbtest.SQLite(t)
 	ctx := context.Background()
-	e := newEnv(t, db)
-	e.pipeline.Objects = &failingOnce{Objects: e.objects}
-	_, _, a := e.gitAgent(t, "hello", "hello", false)
-	rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "main"})
+	e := newEnv(t, db, func(c *workers.BuildConfig) { c.Objects = &failingOnce{Objects: c.Objects} })
+	_, commit, a := e.gitAgent(t, "hello", "hello", false)
+	st := e.build(t, a.ID, registry.Production, "main", commit)
+	d := e.wait(t, st.Deployment.ID)
+	b, err := e.deps.GetBuild(ctx, st.Build.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := e.wait(t, rd.DeployID)
-	b, err := e.deps.GetBuild(ctx, rd.BuildID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := e.logText(t, rd.BuildID)
+	log := e.logText(t, st.Build.ID)
 	if d.Status != registry.StatusReady || b.Attempts != 2 {
 		t.Fatalf("deployment %s after %d attempts, want ready after 2:\n%s", d.Status, b.Attempts, log)
 	}
@@ -407,15 +274,11 @@ func TestBuildThatNeverSucceedsEndsFailed(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			e := newEnv(t, dbtest.SQLite(t))
-			e.pipeline.Objects = brokenObjects{Objects: e.objects, panics: tt.panics}
-			_, _, a := e.gitAgent(t, "hello", "hello", false)
-			rd, err := e.pipeline.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Branch: "main"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := e.wait(t, rd.DeployID)
-			b, err := e.deps.GetBuild(ctx, rd.BuildID)
+			e := newEnv(t, dbtest.SQLite(t), func(c *workers.BuildConfig) { c.Objects = brokenObjects{Objects: c.Objects, panics: tt.panics} })
+			_, commit, a := e.gitAgent(t, "hello", "hello", false)
+			st := e.build(t, a.ID, registry.Production, "main", commit)
+			d := e.wait(t, st.Deployment.ID)
+			b, err := e.deps.GetBuild(ctx, st.Build.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
