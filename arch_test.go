@@ -15,18 +15,19 @@ import (
 // "depends on" column of DESIGN.md. Tests may wire real neighbours together and are not checked.
 // No golangci-lint is available on the machines, so this test is the depguard.
 var forbidden = map[string][]string{
-	"agent":      {"api", "auth", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
-	"auth":       {"api", "agent", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
-	"webhook":    {"api", "agent", "auth", "builder", "deploy", "registry", "runner", "workers", "cmd"},
-	"registry":   {"api", "builder", "deploy", "runner", "webhook", "workers", "cmd"},
+	"agent":      {"api", "auth", "builder", "bundle", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
+	"auth":       {"api", "agent", "builder", "bundle", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
+	"webhook":    {"api", "agent", "auth", "builder", "bundle", "deploy", "registry", "runner", "workers", "cmd"},
+	"bundle":     {"api", "auth", "builder", "deploy", "errcode", "migrations", "registry", "runner", "webhook", "workers", "cmd", "client"},
+	"registry":   {"api", "builder", "bundle", "deploy", "runner", "webhook", "workers", "cmd"},
 	"builder":    {"api", "deploy", "runner", "webhook", "workers", "cmd"},
-	"workers":    {"api", "deploy", "runner", "webhook", "cmd"},
-	"deploy":     {"api", "auth", "runner", "cmd"},
+	"workers":    {"api", "bundle", "deploy", "runner", "webhook", "cmd"},
+	"deploy":     {"api", "auth", "bundle", "runner", "cmd"},
 	"runner":     {"api", "builder", "deploy", "webhook", "workers", "cmd"},
 	"api":        {"runner", "workers", "cmd"},
-	"migrations": {"api", "agent", "auth", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
-	"client":     {"api", "agent", "auth", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
-	"errcode":    {"api", "agent", "auth", "builder", "deploy", "registry", "runner", "webhook", "workers", "cmd", "client"},
+	"migrations": {"api", "agent", "auth", "builder", "bundle", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
+	"client":     {"api", "agent", "auth", "builder", "bundle", "deploy", "registry", "runner", "webhook", "workers", "cmd"},
+	"errcode":    {"api", "agent", "auth", "builder", "bundle", "deploy", "registry", "runner", "webhook", "workers", "cmd", "client"},
 }
 
 // noDatabase lists the folders whose code reaches the database only through registry's stores:

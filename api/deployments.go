@@ -12,7 +12,7 @@ import (
 
 	"svc/agent"
 	"svc/auth"
-	"svc/builder"
+	"svc/bundle"
 	"svc/deploy"
 	"svc/errcode"
 	"svc/registry"
@@ -400,7 +400,7 @@ func (a *API) snapshot(c *gin.Context) error {
 // openBundle opens d's bundle from the object store and loads its agent, as a runner does. A
 // deployment without a bundle is BUILD_NOT_READY; one whose bundle is missing or does not open
 // is BUNDLE_UNAVAILABLE, naming the deployment (the cause is logged).
-func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*builder.Bundle, *agent.Agent, error) {
+func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*bundle.Bundle, *agent.Agent, error) {
 	if d.BundleKey == "" {
 		return nil, nil, Errorf(errcode.BuildNotReady, "deployment %s has no bundle (status %s)", d.ID, d.Status)
 	}
@@ -408,7 +408,12 @@ func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*builder.B
 		return &Error{Code: errcode.BundleUnavailable, Cause: err,
 			Message: fmt.Sprintf("the bundle of deployment %s is missing or does not open; nothing was changed", d.ID)}
 	}
-	b, err := builder.OpenBundle(ctx, a.deps.Objects, d.BundleKey)
+	rc, _, err := a.deps.Objects.Get(ctx, d.BundleKey)
+	if err != nil {
+		return nil, nil, unavailable(fmt.Errorf("open bundle %s: %w", d.BundleKey, err))
+	}
+	defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
+	b, err := bundle.Read(rc, d.BundleKey)
 	if err != nil {
 		return nil, nil, unavailable(err)
 	}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"regexp"
 	"strings"
+
+	"svc/bundle"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -121,13 +124,18 @@ func FetchCommit(ctx context.Context, src GitSource, limits Limits) (*GitCommit,
 // Result describes the commit.
 func (c *GitCommit) Result() FetchResult { return c.result }
 
-// Tree reads the commit's whole tree under the limits, with the rules of ReadTarGz: a symbolic
-// link to a file inside the tree becomes a copy of it; a link that leaves the tree, a link to a
-// folder and a submodule fail with the path named. ctx and the limits' Timeout bound the read.
+// Tree reads the commit's whole tree under the limits, with the rules of bundle.TreeBuilder: a
+// symbolic link to a file inside the tree becomes a copy of it; a link that leaves the tree, a
+// link to a folder and a submodule fail with the path named. ctx and the limits' Timeout bound
+// the read.
 func (c *GitCommit) Tree(ctx context.Context) (fs.FS, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, c.limits.Timeout, ErrTimeout)
 	defer cancel()
-	return readGitTree(ctx, c.repo, c.root, c.limits)
+	tree, err := readGitTree(ctx, c.repo, c.root, c.limits)
+	if err != nil {
+		return nil, err
+	}
+	return tree, nil
 }
 
 // Files returns a tree of only the named files of the commit (slash paths; a name the commit does
@@ -135,29 +143,33 @@ func (c *GitCommit) Tree(ctx context.Context) (fs.FS, error) {
 // svc.json needs before the whole tree is worth reading. A named entry that is not a regular file
 // (a link, a folder) can only be resolved against the whole tree, so Files then returns Tree.
 func (c *GitCommit) Files(ctx context.Context, names ...string) (fs.FS, error) {
-	b := newTreeBuilder(c.limits)
+	b := bundle.NewTreeBuilder(c.limits.Tree)
 	for _, name := range names {
 		e, err := c.root.FindEntry(name)
 		switch {
 		case errors.Is(err, object.ErrEntryNotFound), errors.Is(err, object.ErrDirectoryNotFound):
 			continue
 		case err != nil:
-			return nil, sourceErr(name, ErrUnsupportedFile, "cannot read: %v", err)
+			return nil, sourceErr(name, bundle.ErrUnsupportedFile, "cannot read: %v", err)
 		}
 		switch e.Mode {
 		case filemode.Regular, filemode.Executable, filemode.Deprecated:
 			blob, err := c.repo.BlobObject(e.Hash)
 			if err != nil {
-				return nil, sourceErr(name, ErrUnsupportedFile, "cannot read file: %v", err)
+				return nil, sourceErr(name, bundle.ErrUnsupportedFile, "cannot read file: %v", err)
 			}
-			if err := b.addFile(name, blob.Size, func() ([]byte, error) { return readBlob(blob, blob.Size) }); err != nil {
+			if err := b.AddFile(name, blob.Size, func() ([]byte, error) { return readBlob(blob) }); err != nil {
 				return nil, err
 			}
 		default:
 			return c.Tree(ctx)
 		}
 	}
-	return b.finish()
+	tree, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	return tree, nil
 }
 
 // BranchHead returns the head commit of src.Branch on the remote, as `git ls-remote` lists it,
@@ -312,9 +324,10 @@ func fetchErr(ctx context.Context, src GitSource, err error) error {
 	return fmt.Errorf("fetch %s: %w", what, err)
 }
 
-// readGitTree reads a commit's tree into a memFS. Blob sizes are checked before any blob is read.
-func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, limits Limits) (*memFS, error) {
-	b := newTreeBuilder(limits)
+// readGitTree reads a commit's tree into a bundle.Tree. Blob sizes are checked before any blob
+// is read.
+func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, limits Limits) (*bundle.Tree, error) {
+	b := bundle.NewTreeBuilder(limits.Tree)
 	type pendingTree struct {
 		dir   string
 		tree  *object.Tree
@@ -333,57 +346,69 @@ func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, l
 				p = cur.dir + "/" + e.Name
 			}
 			if strings.Contains(e.Name, "/") || e.Name == "" {
-				return nil, sourceErr(p, ErrUnsafePath, "invalid name %q in git tree", e.Name)
+				return nil, sourceErr(p, bundle.ErrUnsafePath, "invalid name %q in git tree", e.Name)
 			}
 			switch e.Mode {
 			case filemode.Dir:
-				if err := b.addDir(p); err != nil {
+				if err := b.AddDir(p); err != nil {
 					return nil, err
 				}
 				sub, err := repo.TreeObject(e.Hash)
 				if err != nil {
-					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read folder: %v", err)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "cannot read folder: %v", err)
 				}
 				stack = append(stack, pendingTree{dir: p, tree: sub, depth: cur.depth + 1})
 			case filemode.Regular, filemode.Executable, filemode.Deprecated:
 				blob, err := repo.BlobObject(e.Hash)
 				if err != nil {
-					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read file: %v", err)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "cannot read file: %v", err)
 				}
-				if err := b.addFile(p, blob.Size, func() ([]byte, error) { return readBlob(blob, blob.Size) }); err != nil {
+				if err := b.AddFile(p, blob.Size, func() ([]byte, error) { return readBlob(blob) }); err != nil {
 					return nil, err
 				}
 			case filemode.Symlink:
 				blob, err := repo.BlobObject(e.Hash)
 				if err != nil {
-					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read symlink: %v", err)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "cannot read symlink: %v", err)
 				}
 				if blob.Size > 4096 {
-					return nil, sourceErr(p, ErrUnsupportedFile, "symlink target is %d bytes long", blob.Size)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "symlink target is %d bytes long", blob.Size)
 				}
-				target, err := readBlob(blob, blob.Size)
+				target, err := readBlob(blob)
 				if err != nil {
-					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read symlink: %v", err)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "cannot read symlink: %v", err)
 				}
-				if err := b.addLink(p, string(target)); err != nil {
+				if err := b.AddLink(p, string(target)); err != nil {
 					return nil, err
 				}
 			case filemode.Submodule:
-				return nil, sourceErr(p, ErrUnsupportedFile, "git submodules are not supported")
+				return nil, sourceErr(p, bundle.ErrUnsupportedFile, "git submodules are not supported")
 			default:
-				return nil, sourceErr(p, ErrUnsupportedFile, "unsupported git file mode %v", e.Mode)
+				return nil, sourceErr(p, bundle.ErrUnsupportedFile, "unsupported git file mode %v", e.Mode)
 			}
 		}
 	}
-	return b.finish()
+	return b.Finish()
 }
 
-// readBlob reads a blob of the given size.
-func readBlob(blob *object.Blob, size int64) ([]byte, error) {
+// readBlob reads a blob; a blob whose content is not its stated size is an error.
+func readBlob(blob *object.Blob) ([]byte, error) {
 	r, err := blob.Reader()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close() //nolint:errcheck // in-memory object
-	return readExactly(r, size)
+	data, err := io.ReadAll(io.LimitReader(r, blob.Size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != blob.Size {
+		return nil, fmt.Errorf("blob is %d bytes, not its stated %d", len(data), blob.Size)
+	}
+	return data, nil
+}
+
+// sourceErr builds a *bundle.SourceError about path p of a git tree.
+func sourceErr(p string, kind error, format string, args ...any) error {
+	return &bundle.SourceError{Path: p, Message: fmt.Sprintf(format, args...), Kind: kind}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"svc/bundle"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -225,9 +227,9 @@ func TestFetchCommitFiles(t *testing.T) {
 	r.symlink("alias.json", "svc.json")
 	commit := r.commit("big file and a link")
 	hello := fixtureFiles(t, "hello")
-	limits := Limits{MaxFileSize: 100}
-	if int64(len(hello["svc.json"])) > limits.MaxFileSize {
-		t.Fatalf("the test needs svc.json of hello under %d bytes", limits.MaxFileSize)
+	limits := Limits{Tree: bundle.Limits{MaxFileSize: 100}}
+	if int64(len(hello["svc.json"])) > limits.Tree.MaxFileSize {
+		t.Fatalf("the test needs svc.json of hello under %d bytes", limits.Tree.MaxFileSize)
 	}
 
 	c, err := FetchCommit(ctx, GitSource{URL: r.url(), Branch: "main"}, limits)
@@ -244,12 +246,12 @@ func TestFetchCommitFiles(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"svc.json": hello["svc.json"]}, treeFiles(t, fsys)); diff != "" {
 		t.Errorf("Files (-want +got):\n%s", diff)
 	}
-	if _, err := c.Tree(ctx); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("Tree = %v, want ErrTooLarge for the big file", err)
+	if _, err := c.Tree(ctx); !errors.Is(err, bundle.ErrTooLarge) {
+		t.Errorf("Tree = %v, want bundle.ErrTooLarge for the big file", err)
 	}
 	// A link needs the whole tree, which here breaks a limit.
-	if _, err := c.Files(ctx, "alias.json"); !errors.Is(err, ErrTooLarge) {
-		t.Errorf("Files of a link = %v, want the whole tree's ErrTooLarge", err)
+	if _, err := c.Files(ctx, "alias.json"); !errors.Is(err, bundle.ErrTooLarge) {
+		t.Errorf("Files of a link = %v, want the whole tree's bundle.ErrTooLarge", err)
 	}
 	c, err = FetchCommit(ctx, GitSource{URL: r.url(), Branch: "main"}, Limits{})
 	if err != nil {
@@ -262,7 +264,7 @@ func TestFetchCommitFiles(t *testing.T) {
 
 func mustDigest(t *testing.T, fsys fs.FS) string {
 	t.Helper()
-	d, err := Digest(fsys)
+	d, err := bundle.Digest(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +291,8 @@ func TestFetchGitTreeRules(t *testing.T) {
 		r.symlink("svc/knowledge/secret.md", "../../../etc/passwd")
 		r.commit("escape")
 		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, Limits{})
-		if !errors.Is(err, ErrUnsafePath) || !strings.HasPrefix(err.Error(), "svc/knowledge/secret.md: ") {
-			t.Fatalf("error = %v, want ErrUnsafePath naming svc/knowledge/secret.md", err)
+		if !errors.Is(err, bundle.ErrUnsafePath) || !strings.HasPrefix(err.Error(), "svc/knowledge/secret.md: ") {
+			t.Fatalf("error = %v, want bundle.ErrUnsafePath naming svc/knowledge/secret.md", err)
 		}
 	})
 	t.Run("absolute symlink", func(t *testing.T) {
@@ -298,31 +300,31 @@ func TestFetchGitTreeRules(t *testing.T) {
 		r.symlink("abs", "/etc/passwd")
 		r.commit("escape")
 		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, Limits{})
-		if !errors.Is(err, ErrUnsafePath) || !strings.HasPrefix(err.Error(), "abs: ") {
-			t.Fatalf("error = %v, want ErrUnsafePath naming abs", err)
+		if !errors.Is(err, bundle.ErrUnsafePath) || !strings.HasPrefix(err.Error(), "abs: ") {
+			t.Fatalf("error = %v, want bundle.ErrUnsafePath naming abs", err)
 		}
 	})
 	t.Run("file over the limit", func(t *testing.T) {
 		r, _ := fixtureRepo(t, "hello")
 		r.write(map[string]string{"svc/knowledge/a.md": strings.Repeat("a", 100), "svc/knowledge/b.md": strings.Repeat("b", 101)})
 		r.commit("big")
-		limits := Limits{MaxFileSize: 100}
+		limits := Limits{Tree: bundle.Limits{MaxFileSize: 100}}
 		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, limits)
-		var se *SourceError
-		if !errors.Is(err, ErrTooLarge) || !errors.As(err, &se) || se.Path != "svc/knowledge/b.md" {
-			t.Fatalf("error = %v, want ErrTooLarge for svc/knowledge/b.md", err)
+		var se *bundle.SourceError
+		if !errors.Is(err, bundle.ErrTooLarge) || !errors.As(err, &se) || se.Path != "svc/knowledge/b.md" {
+			t.Fatalf("error = %v, want bundle.ErrTooLarge for svc/knowledge/b.md", err)
 		}
 	})
 	t.Run("too many files", func(t *testing.T) {
 		r, _ := fixtureRepo(t, "hello")
 		files := fixtureFiles(t, "hello")
-		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, Limits{MaxFiles: len(files)})
+		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, Limits{Tree: bundle.Limits{MaxFiles: len(files)}})
 		if err != nil {
 			t.Fatalf("at the file limit: %v", err)
 		}
-		_, _, err = FetchGit(ctx, GitSource{URL: r.url()}, Limits{MaxFiles: len(files) - 1})
-		if !errors.Is(err, ErrTooManyFiles) {
-			t.Fatalf("error = %v, want ErrTooManyFiles", err)
+		_, _, err = FetchGit(ctx, GitSource{URL: r.url()}, Limits{Tree: bundle.Limits{MaxFiles: len(files) - 1}})
+		if !errors.Is(err, bundle.ErrTooManyFiles) {
+			t.Fatalf("error = %v, want bundle.ErrTooManyFiles", err)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	"svc/agent"
+	"svc/bundle"
 	"svc/registry"
 )
 
@@ -25,9 +26,21 @@ func Ingest(ctx context.Context, versions *registry.SourceVersions, agentID, act
 		}
 		return registry.SourceVersion{}, fmt.Errorf("%w: %w", ErrUnloadable, err)
 	}
-	digest, err := Digest(tree)
+	digest, err := bundle.Digest(tree)
 	if err != nil {
 		return registry.SourceVersion{}, err
 	}
 	return versions.Create(ctx, registry.NewSourceVersion{AgentID: agentID, Digest: digest, CreatedBy: actor, Tree: tree})
+}
+
+// ReadSourceVersion reads the source archive stored under key in obj (a hosted source version,
+// stored by Ingest) into a tree, under limits' tree limits, with the rules of bundle.ReadTarGz. A
+// missing object is an error wrapping registry.ErrNotFound.
+func ReadSourceVersion(ctx context.Context, obj registry.Objects, key string, limits Limits) (fs.FS, error) {
+	rc, _, err := obj.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read source archive %s: %w", key, err)
+	}
+	defer rc.Close() //nolint:errcheck // read-only: a close error changes nothing
+	return bundle.ReadTarGz(rc, limits.Tree)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"time"
@@ -201,12 +200,7 @@ func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.B
 		if err != nil {
 			return nil, builder.FetchResult{}, false, err
 		}
-		rc, _, err := h.cfg.Objects.Get(ctx, sv.ObjectKey)
-		if err != nil {
-			return nil, builder.FetchResult{}, false, fmt.Errorf("read source version %s: %w", sv.ID, err)
-		}
-		defer func() { _ = rc.Close() }() // read-only: a close error changes nothing
-		tree, err := builder.ReadTarGz(io.Reader(rc), h.cfg.Limits)
+		tree, err := builder.ReadSourceVersion(ctx, h.cfg.Objects, sv.ObjectKey, h.cfg.Limits)
 		return tree, builder.FetchResult{Branch: b.Branch}, false, err
 	}
 	if src.Type != "git" {

@@ -17,7 +17,7 @@ import (
 
 	"svc/agent"
 	"svc/api"
-	"svc/builder"
+	"svc/bundle"
 	"svc/registry"
 	"svc/runner"
 	"svc/runner/runtime"
@@ -92,7 +92,12 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	return runner.NewRouter(runner.Config{
 		Resolver: p.deploys, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: func(ctx context.Context, d registry.Deployment) (*agent.Agent, error) {
-			b, err := builder.OpenBundle(ctx, p.objects, d.BundleKey)
+			rc, _, err := p.objects.Get(ctx, d.BundleKey)
+			if err != nil {
+				return nil, fmt.Errorf("open bundle %s: %w", d.BundleKey, err)
+			}
+			defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
+			b, err := bundle.Read(rc, d.BundleKey)
 			if err != nil {
 				return nil, err
 			}

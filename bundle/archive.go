@@ -1,4 +1,4 @@
-package builder
+package bundle
 
 import (
 	"archive/tar"
@@ -24,7 +24,7 @@ func ReadTarGz(r io.Reader, limits Limits) (fs.FS, error) {
 		return nil, fmt.Errorf("read tar.gz: %w", err)
 	}
 	defer zr.Close() //nolint:errcheck // the reader has been consumed or the error below says more
-	b := newTreeBuilder(limits)
+	b := NewTreeBuilder(limits)
 	tr := tar.NewReader(zr)
 	for {
 		hdr, err := tr.Next()
@@ -38,18 +38,18 @@ func ReadTarGz(r io.Reader, limits Limits) (fs.FS, error) {
 			return nil, err
 		}
 	}
-	return b.finish()
+	return asFS(b.Finish())
 }
 
 // addTarEntry records one archive entry.
-func (b *treeBuilder) addTarEntry(hdr *tar.Header, tr *tar.Reader) error {
+func (b *TreeBuilder) addTarEntry(hdr *tar.Header, tr *tar.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA still appears in old archives
-		return b.addFile(hdr.Name, hdr.Size, func() ([]byte, error) { return readExactly(tr, hdr.Size) })
+		return b.AddFile(hdr.Name, hdr.Size, func() ([]byte, error) { return readExactly(tr, hdr.Size) })
 	case tar.TypeDir:
-		return b.addDir(hdr.Name)
+		return b.AddDir(hdr.Name)
 	case tar.TypeSymlink:
-		return b.addLink(hdr.Name, hdr.Linkname)
+		return b.AddLink(hdr.Name, hdr.Linkname)
 	case tar.TypeLink:
 		// A hard link names another entry by its path from the archive's root; record it as a
 		// symbolic link relative to the link's folder so both resolve alike.
@@ -65,7 +65,7 @@ func (b *treeBuilder) addTarEntry(hdr *tar.Header, tr *tar.Reader) error {
 		if err != nil {
 			return err
 		}
-		return b.addLink(p, relativeTo(path.Dir(p), target))
+		return b.AddLink(p, relativeTo(path.Dir(p), target))
 	case tar.TypeXGlobalHeader:
 		return nil // metadata only; archive/tar applies it
 	default:
