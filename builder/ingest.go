@@ -1,6 +1,7 @@
 package builder
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,8 +17,9 @@ import (
 var ErrUnloadable = errors.New("builder: the source tree cannot be loaded")
 
 // Ingest takes an uploaded source tree in: it validates the tree as a build would (every problem
-// at once, as agent.Problems), digests it and stores it as a new source version of agentID. A
-// tree with problems stores nothing.
+// at once, as agent.Problems), digests it, packs it into the canonical source archive
+// (bundle.WriteTarGz) and stores that as a new source version of agentID. A tree with problems
+// stores nothing.
 func Ingest(ctx context.Context, versions *registry.SourceVersions, agentID, actor string, tree fs.FS) (registry.SourceVersion, error) {
 	if _, err := agent.Load(tree); err != nil {
 		var problems agent.Problems
@@ -30,7 +32,11 @@ func Ingest(ctx context.Context, versions *registry.SourceVersions, agentID, act
 	if err != nil {
 		return registry.SourceVersion{}, err
 	}
-	return versions.Create(ctx, registry.NewSourceVersion{AgentID: agentID, Digest: digest, CreatedBy: actor, Tree: tree})
+	var archive bytes.Buffer
+	if err := bundle.WriteTarGz(&archive, tree); err != nil {
+		return registry.SourceVersion{}, err
+	}
+	return versions.Create(ctx, registry.NewSourceVersion{AgentID: agentID, Digest: digest, CreatedBy: actor, Archive: archive.Bytes()})
 }
 
 // ReadSourceVersion reads the source archive stored under key in obj (a hosted source version,

@@ -10,6 +10,11 @@ import (
 	"path"
 )
 
+// The source archive is how a hosted source version is uploaded (POST .../source-versions with a
+// tar.gz body) and how it is stored (registry.SourceVersions keeps the bytes WriteTarGz gives):
+// a gzip-compressed tar of the tree. ReadTarGz reads any such archive; WriteTarGz writes the
+// canonical one.
+
 // ReadTarGz reads a gzip-compressed tar archive of a source tree (a hosted source version, CONTRACT
 // §3) into an in-memory tree. The archive's root is the tree's root (a leading "./" is allowed).
 // Regular files and folders are kept; a symbolic or hard link to a file inside the tree becomes a
@@ -88,4 +93,47 @@ func relativeTo(dir, target string) string {
 		up += "../"
 	}
 	return up + target
+}
+
+// WriteTarGz writes the regular files of fsys to w as a deterministic tar.gz: entries in path
+// order, folders implied, mode 0644, zero times and owners. The same files give the same bytes,
+// and ReadTarGz reads them back into the same tree. A symbolic link or other special file of fsys
+// is an error (a Tree holds none).
+func WriteTarGz(w io.Writer, fsys fs.FS) error {
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return fmt.Errorf("pack source tree: %w", err)
+	}
+	tw := tar.NewWriter(zw)
+	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: 0o644, Size: int64(len(data))}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("pack source tree: %w", err)
+	}
+	return nil
 }

@@ -3,11 +3,14 @@ package bundle
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"svc/bundle/bundletest"
 )
@@ -176,4 +179,69 @@ func countFiles(entries []bundletest.Entry) int {
 		}
 	}
 	return n
+}
+
+func TestWriteTarGzIsDeterministic(t *testing.T) {
+	tree := fstest.MapFS{
+		"svc.json":                {Data: []byte(`{"name":"x","version":"1"}`), Mode: 0o600},
+		"agents/default/AGENT.md": {Data: []byte("# hi\n")},
+		"a/b/c.txt":               {Data: []byte("c")},
+	}
+	var one, two bytes.Buffer
+	if err := WriteTarGz(&one, tree); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTarGz(&two, tree); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(one.Bytes(), two.Bytes()) {
+		t.Error("two packs of the same tree differ")
+	}
+	got := strings.Join(untar(t, bytes.NewReader(one.Bytes())), ";")
+	want := `a/b/c.txt=c;agents/default/AGENT.md=# hi` + "\n" + `;svc.json={"name":"x","version":"1"}`
+	if got != want {
+		t.Errorf("WriteTarGz entries = %q, want %q", got, want)
+	}
+	// ReadTarGz reads it back into the same tree.
+	back, err := ReadTarGz(&one, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := Digest(back); err != nil || d != mustDigest(t, tree) {
+		t.Errorf("read back: digest %s, %v; want %s", d, err, mustDigest(t, tree))
+	}
+}
+
+func mustDigest(t *testing.T, fsys fs.FS) string {
+	t.Helper()
+	d, err := Digest(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// untar lists the entries of a tar.gz as "name=content".
+func untar(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	var out []string
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, hdr.Name+"="+string(data))
+	}
 }
