@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"svc/registry"
 )
 
 // GitAuth is HTTP basic authentication for a git host. Hosts that take a token (GitHub, GitLab,
@@ -28,6 +30,8 @@ func (a *GitAuth) String() string {
 type Secrets interface {
 	Resolve(ctx context.Context, agentID, name string) (value string, ok bool, err error)
 }
+
+var _ Secrets = (*registry.Secrets)(nil)
 
 // Credentials resolves the credentials reference of an agent's git source into a GitAuth. A
 // reference is "env:NAME": NAME is looked up among the agent's secrets first, then in the process

@@ -29,6 +29,8 @@ type Pushes interface {
 	Record(ctx context.Context, p registry.Push) error
 }
 
+var _ Pushes = (*registry.Pushes)(nil)
+
 // Config is what a Deployer works with. Every field but Commits, Limits, Credentials and Logger is
 // required; their zero values are documented defaults.
 type Config struct {
