@@ -13,15 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"svc/auth"
+	"svc/deploy"
 	"svc/errcode"
 	"svc/registry"
-	"svc/workers"
 )
 
 // DefaultAppsDomain is the apps domain when Deps.AppsDomain is empty (CONTRACT §1).
 const DefaultAppsDomain = "apps.localhost"
 
-// Deps are what the platform API runs on. Stores, Objects, Tokens, APIKeys, Signer and Pipeline
+// Deps are what the platform API runs on. Stores, Objects, Tokens, APIKeys, Signer and Deployer
 // are required; the rest have documented defaults.
 type Deps struct {
 	// Stores are the registry's stores (registry.NewStores), built once by the caller.
@@ -44,8 +44,8 @@ type Deps struct {
 	// prometheus.Gatherer (a *prometheus.Registry is both), what /metrics serves. When nil a
 	// private registry with the Go runtime collector is made.
 	Metrics prometheus.Registerer
-	// Pipeline decides and runs builds (redeploys, webhooks). Required.
-	Pipeline *workers.Pipeline
+	// Deployer decides and starts the builds of pushes and redeploys. Required.
+	Deployer *deploy.Deployer
 	// Runtimes, when set, lets the process that holds a runtime drop it when it is stopped.
 	Runtimes RuntimeControl
 }
@@ -116,8 +116,8 @@ func New(deps Deps) (*API, error) {
 		return nil, errors.New("api: Deps.Stores is required")
 	case deps.Objects == nil:
 		return nil, errors.New("api: Deps.Objects is required")
-	case deps.Pipeline == nil:
-		return nil, errors.New("api: Deps.Pipeline is required")
+	case deps.Deployer == nil:
+		return nil, errors.New("api: Deps.Deployer is required")
 	case deps.Tokens == nil || deps.APIKeys == nil || deps.Signer == nil:
 		return nil, errors.New("api: Deps.Tokens, Deps.APIKeys and Deps.Signer are required")
 	}

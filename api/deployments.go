@@ -12,10 +12,10 @@ import (
 
 	"svc/agent"
 	"svc/auth"
-	"svc/builder"
+	"svc/bundle"
+	"svc/deploy"
 	"svc/errcode"
 	"svc/registry"
-	"svc/workers"
 )
 
 // RuntimeControl is told when a deployment's runtime stops, so the process that holds it lets
@@ -191,16 +191,16 @@ func (a *API) redeploy(c *gin.Context) error {
 			return err
 		}
 	}
-	out, err := a.deps.Pipeline.Redeploy(c.Request.Context(), workers.RedeployRequest{
+	out, err := a.deps.Deployer.Redeploy(c.Request.Context(), deploy.RedeployRequest{
 		AgentID: req.AgentID, Branch: req.Branch, Environment: req.Environment, SourceVersionID: req.SourceVersionID, ReuseBuild: req.ReuseBuild,
 	})
 	switch {
-	case errors.Is(err, workers.ErrNoSource):
+	case errors.Is(err, deploy.ErrNoSource):
 		return Errorf(errcode.InvalidRequest, "the agent has no source to build: connect a git repository or upload a source version")
-	case errors.Is(err, workers.ErrBranchAbsent):
-		return InvalidField("branch", "%s", strings.TrimPrefix(err.Error(), "workers: "))
-	case errors.Is(err, workers.ErrBadRedeploy):
-		return Errorf(errcode.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), "workers: bad redeploy request: "))
+	case errors.Is(err, deploy.ErrBranchAbsent):
+		return InvalidField("branch", "%s", strings.TrimPrefix(err.Error(), "deploy: "))
+	case errors.Is(err, deploy.ErrBadRedeploy):
+		return Errorf(errcode.InvalidRequest, "%s", strings.TrimPrefix(err.Error(), "deploy: bad redeploy request: "))
 	case errors.Is(err, registry.ErrSourceVersionNotFound):
 		return InvalidField("sourceVersionId", "no source version %s of this agent", req.SourceVersionID)
 	case err != nil:
@@ -400,7 +400,7 @@ func (a *API) snapshot(c *gin.Context) error {
 // openBundle opens d's bundle from the object store and loads its agent, as a runner does. A
 // deployment without a bundle is BUILD_NOT_READY; one whose bundle is missing or does not open
 // is BUNDLE_UNAVAILABLE, naming the deployment (the cause is logged).
-func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*builder.Bundle, *agent.Agent, error) {
+func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*bundle.Bundle, *agent.Agent, error) {
 	if d.BundleKey == "" {
 		return nil, nil, Errorf(errcode.BuildNotReady, "deployment %s has no bundle (status %s)", d.ID, d.Status)
 	}
@@ -408,7 +408,12 @@ func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*builder.B
 		return &Error{Code: errcode.BundleUnavailable, Cause: err,
 			Message: fmt.Sprintf("the bundle of deployment %s is missing or does not open; nothing was changed", d.ID)}
 	}
-	b, err := builder.OpenBundle(ctx, a.deps.Objects, d.BundleKey)
+	rc, _, err := a.deps.Objects.Get(ctx, d.BundleKey)
+	if err != nil {
+		return nil, nil, unavailable(fmt.Errorf("open bundle %s: %w", d.BundleKey, err))
+	}
+	defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
+	b, err := bundle.Read(rc, d.BundleKey)
 	if err != nil {
 		return nil, nil, unavailable(err)
 	}

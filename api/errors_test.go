@@ -98,13 +98,13 @@ func TestNewValidatesDeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t, db)
-	good := api.Deps{Stores: h.stores, Objects: h.objects, Tokens: auth.NewTokens(db), APIKeys: auth.NewAPIKeys(db), Signer: signer, Pipeline: h.pipeline}
+	good := api.Deps{Stores: h.stores, Objects: h.objects, Tokens: auth.NewTokens(db), APIKeys: auth.NewAPIKeys(db), Signer: signer, Deployer: h.deployer}
 	if _, err := api.New(good); err != nil {
 		t.Fatalf("New(good deps) = %v", err)
 	}
 	for name, mod := range map[string]func(*api.Deps){
 		"no stores":   func(d *api.Deps) { d.Stores = nil },
-		"no pipeline": func(d *api.Deps) { d.Pipeline = nil },
+		"no deployer": func(d *api.Deps) { d.Deployer = nil },
 		"no objects":  func(d *api.Deps) { d.Objects = nil },
 		"no tokens":   func(d *api.Deps) { d.Tokens = nil },
 	} {

@@ -22,6 +22,8 @@ import (
 	"svc/agent/agenttest"
 	"svc/api"
 	"svc/auth"
+	"svc/builder"
+	"svc/deploy"
 	"svc/registry"
 	"svc/registry/fsobjects"
 	"svc/webhook"
@@ -29,25 +31,24 @@ import (
 	"svc/workers/dbqueue"
 )
 
-// newPipeline is the build pipeline of the harness, its in-process queue running until t ends.
-func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey []byte) (*workers.Pipeline, *registry.Stores) {
+// newDeployer is the push and redeploy policy of the harness, with a build handler on the
+// in-process queue running until t ends.
+func newDeployer(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey []byte) (*deploy.Deployer, *registry.Stores) {
 	t.Helper()
 	cipher, err := registry.NewCipher(secretKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	stores := registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
-	p := &workers.Pipeline{
-		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects,
-		Sources: workers.NewRegistrySources(stores),
-	}
-	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, OnFailure: p.OnFailure})
+	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Queue = q
+	creds := builder.Credentials{Secrets: stores.Secrets}
 	mux := workers.NewServeMux()
-	mux.Handle(workers.TaskBuild, p)
+	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
+		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects, Sources: workers.NewRegistrySources(stores), Credentials: creds,
+	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -56,7 +57,10 @@ func newPipeline(t *testing.T, db *gorm.DB, objects registry.Objects, secretKey 
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return p, stores
+	d := deploy.New(deploy.Config{
+		Deployments: stores.Deployments, Queue: q, Sources: workers.NewRegistrySources(stores), Pushes: stores.Pushes, Credentials: creds,
+	})
+	return d, stores
 }
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
@@ -90,7 +94,7 @@ type harness struct {
 	objects  registry.Objects
 	logs     *syncBuffer
 	metrics  *prometheus.Registry
-	pipeline *workers.Pipeline
+	deployer *deploy.Deployer
 
 	mu     sync.Mutex
 	bodies []string
@@ -113,9 +117,9 @@ func newHarness(t *testing.T, db *gorm.DB) *harness {
 		t: t, db: db, tokens: auth.NewTokens(db), apiKeys: auth.NewAPIKeys(db), signer: signer,
 		objects: registry.Checked(objects), logs: &syncBuffer{}, metrics: prometheus.NewRegistry(),
 	}
-	h.pipeline, h.stores = newPipeline(t, db, h.objects, bytes.Repeat([]byte("s"), 32))
+	h.deployer, h.stores = newDeployer(t, db, h.objects, bytes.Repeat([]byte("s"), 32))
 	a, err := api.New(api.Deps{
-		Stores: h.stores, Objects: objects, Tokens: h.tokens, APIKeys: h.apiKeys, Signer: signer, Pipeline: h.pipeline,
+		Stores: h.stores, Objects: objects, Tokens: h.tokens, APIKeys: h.apiKeys, Signer: signer, Deployer: h.deployer,
 		AppsDomain: "apps.localhost:8080",
 		Logger:     slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics:    h.metrics,

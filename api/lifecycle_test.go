@@ -73,7 +73,7 @@ func TestLifecycleErrors(t *testing.T) {
 			t.Fatalf("activate = %d %v", status, out)
 		}
 		// Activating a deployment that is not ready: 422 BUILD_NOT_READY.
-		st, err := h.pipeline.Deployments.StartBuild(context.Background(), queuedBuild(id))
+		st, err := h.stores.Deployments.StartBuild(context.Background(), queuedBuild(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestWebhookPush(t *testing.T) {
 
 func bundleKey(t *testing.T, h *harness, deployID string) string {
 	t.Helper()
-	d, err := h.pipeline.Deployments.Get(context.Background(), deployID)
+	d, err := h.stores.Deployments.Get(context.Background(), deployID)
 	if err != nil {
 		t.Fatal(err)
 	}

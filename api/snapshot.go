@@ -5,14 +5,14 @@ import (
 	"sort"
 
 	"svc/agent"
-	"svc/builder"
+	"svc/bundle"
 	"svc/registry"
 )
 
 // snapshotOf is the resolved configuration of a bundle: what the runtime of the deployment
 // serves. The agent model keeps env: references as written and never resolves them, so no
 // secret value can appear here.
-func snapshotOf(d registry.Deployment, m builder.Manifest, a *agent.Agent) map[string]any {
+func snapshotOf(d registry.Deployment, m bundle.Manifest, a *agent.Agent) map[string]any {
 	type named struct {
 		Name        string `json:"name"`
 		Description string `json:"description,omitempty"`

@@ -10,6 +10,7 @@ import (
 
 	"svc/agent"
 	"svc/builder"
+	"svc/bundle"
 	"svc/errcode"
 )
 
@@ -38,7 +39,7 @@ func (a *API) createSourceVersion(c *gin.Context) error {
 	case errors.Is(err, builder.ErrUnloadable):
 		return &Error{Code: errcode.InvalidSource, Message: "the source tree cannot be loaded", Cause: err}
 	case err != nil:
-		var se *builder.SourceError
+		var se *bundle.SourceError
 		if errors.As(err, &se) {
 			return sourceTreeError(err)
 		}
@@ -58,7 +59,7 @@ func readSourceTree(c *gin.Context) (fs.FS, error) {
 		if c.Request.Body == nil || c.Request.Body == http.NoBody {
 			return nil, Errorf(errcode.InvalidRequest, "the request body is empty; send a tar.gz of the source tree")
 		}
-		tree, err := builder.ReadTarGz(c.Request.Body, builder.Limits{})
+		tree, err := bundle.ReadTarGz(c.Request.Body, bundle.Limits{})
 		if err != nil {
 			return nil, sourceTreeError(err)
 		}
@@ -71,7 +72,7 @@ func readSourceTree(c *gin.Context) (fs.FS, error) {
 		if len(req.Files) == 0 {
 			return nil, InvalidField("files", "is required and must hold at least one file")
 		}
-		tree, err := builder.FromFiles(req.Files, builder.Limits{})
+		tree, err := bundle.FromFiles(req.Files, bundle.Limits{})
 		if err != nil {
 			return nil, sourceTreeError(err)
 		}
@@ -84,7 +85,7 @@ func readSourceTree(c *gin.Context) (fs.FS, error) {
 // one path is INVALID_SOURCE naming it, and an unreadable archive is INVALID_REQUEST.
 func sourceTreeError(err error) error {
 	var maxBytes *http.MaxBytesError
-	var se *builder.SourceError
+	var se *bundle.SourceError
 	switch {
 	case errors.As(err, &maxBytes):
 		return err

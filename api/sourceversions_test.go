@@ -13,7 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"svc/builder"
+	"svc/bundle"
 	"svc/migrations/dbtest"
 	"svc/registry"
 )
@@ -78,11 +78,11 @@ func TestSourceVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rc.Close() //nolint:errcheck // read-only
-		tree, err := builder.ReadTarGz(rc, builder.Limits{})
+		tree, err := bundle.ReadTarGz(rc, bundle.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d, err := builder.Digest(tree); err != nil || d != fromJSON.Digest || sv.ObjectKey != "sources/"+agent+"/"+fromTar.SourceVersionID+".tar.gz" {
+		if d, err := bundle.Digest(tree); err != nil || d != fromJSON.Digest || sv.ObjectKey != "sources/"+agent+"/"+fromTar.SourceVersionID+".tar.gz" {
 			t.Errorf("stored archive digest %s (%v) key %s; want %s", d, err, sv.ObjectKey, fromJSON.Digest)
 		}
 

@@ -117,7 +117,7 @@ func (a *API) receiveWebhook(c *gin.Context) error {
 	}
 	var results []webhookResult
 	for _, s := range sources {
-		out, err := a.deps.Pipeline.Push(ctx, s.AgentID, *ev.Push)
+		out, err := a.deps.Deployer.Push(ctx, s.AgentID, *ev.Push)
 		if err != nil {
 			return err
 		}

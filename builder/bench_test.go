@@ -3,13 +3,15 @@ package builder
 import (
 	"context"
 	"testing"
+
+	"svc/bundle"
 )
 
 // BenchmarkBuildSupportDesk builds support-desk from an in-memory tree into a filesystem store:
 // validate (agent.Load with its esbuild compile), compile, pack; the upload is skipped after the
 // first iteration since the bundle is the same.
 func BenchmarkBuildSupportDesk(b *testing.B) {
-	src, err := FromFiles(fixtureFiles(b, "support-desk"), Limits{})
+	src, err := bundle.FromFiles(fixtureFiles(b, "support-desk"), bundle.Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -18,22 +20,6 @@ func BenchmarkBuildSupportDesk(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Build(context.Background(), in, obj, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkPackSupportDesk measures the pack step alone (tar + zstd of the tree and its JS).
-func BenchmarkPackSupportDesk(b *testing.B) {
-	src, err := FromFiles(fixtureFiles(b, "support-desk"), Limits{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	tree := src.(*memFS)
-	js := map[string]string{"refund_request": "module.exports = {}", "triage": "module.exports = {}"}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := pack(tree, js, Manifest{Format: BundleFormat, Digest: tree.Digest()}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -51,9 +37,10 @@ func BenchmarkFetchFileURL(b *testing.B) {
 	}
 }
 
-// BenchmarkOpenBundle reads and verifies a support-desk bundle from a filesystem store.
+// BenchmarkOpenBundle reads and verifies a support-desk bundle from a filesystem store, as the
+// build's verify step and a runner do (bundle.Read).
 func BenchmarkOpenBundle(b *testing.B) {
-	src, err := FromFiles(fixtureFiles(b, "support-desk"), Limits{})
+	src, err := bundle.FromFiles(fixtureFiles(b, "support-desk"), bundle.Limits{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,7 +51,7 @@ func BenchmarkOpenBundle(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := OpenBundle(context.Background(), obj, res.BundleKey); err != nil {
+		if _, err := openStored(context.Background(), obj, res.BundleKey); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,16 +3,17 @@ package builder
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"svc/agent"
+	"svc/bundle"
 	"svc/registry"
 )
 
@@ -32,8 +33,9 @@ const (
 	StepSkipped   = "skipped" // not run because an earlier step failed
 )
 
-// BuildInput is what Build builds. Source is the tree (from FetchGit, ReadTarGz, FromFiles, or
-// any fs.FS); Commit, Branch and SourceVersionID are recorded in the manifest as given.
+// BuildInput is what Build builds. Source is the tree (from FetchGit, bundle.ReadTarGz,
+// bundle.FromFiles, or any fs.FS); Commit, Branch and SourceVersionID are recorded in the
+// manifest as given.
 type BuildInput struct {
 	Source          fs.FS
 	Commit          string
@@ -56,7 +58,7 @@ type Step struct {
 // Result describes a build. On failure Build still returns the steps (the failed one and the
 // skipped ones after it) and SourceDigest when the tree could be read; the bundle fields are empty.
 type Result struct {
-	// BundleKey is the object key: bundles/<agentSlug>/<hex sha256 of the bundle>.tar.zst.
+	// BundleKey is the object key: bundle.Key(agentSlug, BundleDigest).
 	BundleKey string
 	// BundleDigest is "sha256:<hex>" of the bundle bytes.
 	BundleDigest string
@@ -64,7 +66,7 @@ type Result struct {
 	BundleSize int64
 	// SourceDigest is the Digest of the source tree.
 	SourceDigest string
-	Manifest     Manifest
+	Manifest     bundle.Manifest
 	Steps        []Step
 	// Uploaded is false when an identical bundle was already stored and the upload was skipped.
 	Uploaded bool
@@ -73,12 +75,12 @@ type Result struct {
 var slugPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Build validates the source tree with agent.Load, collects the JavaScript compiled for each tool,
-// packs a deterministic bundle (the same tree and metadata give the same bytes, hence the same
-// key) and uploads it to obj under bundles/<agentSlug>/<sha256>.tar.zst, skipping the upload when
-// that object already exists with the same size. log, when not nil, receives each log line with
+// packs a deterministic bundle (bundle.Pack: the same tree and metadata give the same bytes, hence
+// the same key) and uploads it to obj under bundle.Key(agentSlug, digest), skipping the upload
+// when that object already exists with the same size. log, when not nil, receives each log line with
 // the step it belongs to; it is called from Build's goroutine only.
 //
-// The last step, verify, opens the stored bundle from obj exactly as a runner does (OpenBundle,
+// The last step, verify, opens the stored bundle from obj exactly as a runner does (bundle.Read,
 // then Bundle.Agent), so a build succeeds only with a bundle that serves.
 //
 // An invalid tree fails the validate step with a *BuildError listing every problem, each of which
@@ -104,7 +106,7 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 
 	r := runner{res: &res, log: log}
 	var (
-		tree *memFS
+		tree *bundle.Tree
 		ag   *agent.Agent
 		js   map[string]string
 		data []byte
@@ -123,17 +125,16 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 		return err
 	})
 	r.step(ctx, StepPack, func() error {
-		res.Manifest = newManifest(ag, tree.Digest(), in)
+		res.Manifest = bundle.NewManifest(ag, tree.Digest(), bundle.Origin{Commit: in.Commit, Branch: in.Branch, SourceVersionID: in.SourceVersionID})
 		var err error
-		data, err = pack(tree, js, res.Manifest)
+		data, err = bundle.Pack(tree, js, res.Manifest)
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(data)
-		res.BundleDigest = "sha256:" + hex.EncodeToString(sum[:])
-		res.BundleKey = "bundles/" + in.AgentSlug + "/" + hex.EncodeToString(sum[:]) + ".tar.zst"
+		res.BundleDigest = bundle.DigestOf(data)
+		res.BundleKey = bundle.Key(in.AgentSlug, res.BundleDigest)
 		res.BundleSize = int64(len(data))
-		log(StepPack, fmt.Sprintf("bundle %s: %d bytes, %d source files, %d tools", res.BundleDigest, len(data), len(tree.files), len(js)))
+		log(StepPack, fmt.Sprintf("bundle %s: %d bytes, %d source files, %d tools", res.BundleDigest, len(data), tree.Len(), len(js)))
 		return nil
 	})
 	r.step(ctx, StepUpload, func() error {
@@ -154,7 +155,7 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 	})
 	r.step(ctx, StepVerify, func() error {
 		// Open the stored bundle as a runner does: from the object store, through the same reader.
-		b, err := OpenBundle(ctx, obj, res.BundleKey)
+		b, err := openStored(ctx, obj, res.BundleKey)
 		if err != nil {
 			return fmt.Errorf("the stored bundle does not open as a runner opens it: %w", err)
 		}
@@ -208,10 +209,10 @@ func (r *runner) step(ctx context.Context, name string, fn func() error) {
 
 // validate reads the source within limits and loads it with agent.Load. Every problem is logged
 // and returned in a *BuildError.
-func validate(src fs.FS, limits Limits, log func(string)) (*memFS, *agent.Agent, error) {
-	tree, err := snapshot(src, limits)
+func validate(src fs.FS, limits Limits, log func(string)) (*bundle.Tree, *agent.Agent, error) {
+	tree, err := bundle.Snapshot(src, limits.Tree)
 	if err != nil {
-		var se *SourceError
+		var se *bundle.SourceError
 		if errors.As(err, &se) {
 			be := &BuildError{Problems: agent.Problems{{File: se.Path, Message: se.Message}}}
 			log(be.Problems[0].String())
@@ -219,7 +220,7 @@ func validate(src fs.FS, limits Limits, log func(string)) (*memFS, *agent.Agent,
 		}
 		return nil, nil, fmt.Errorf("read source: %w", err)
 	}
-	log(fmt.Sprintf("source %s: %d files, %d bytes", tree.Digest(), len(tree.files), tree.total))
+	log(fmt.Sprintf("source %s: %d files, %d bytes", tree.Digest(), tree.Len(), tree.Size()))
 	ag, err := agent.Load(tree)
 	var problems agent.Problems
 	if errors.As(err, &problems) {
@@ -238,7 +239,7 @@ func validate(src fs.FS, limits Limits, log func(string)) (*memFS, *agent.Agent,
 // collectJS returns the compiled JavaScript of every tool, by tool name.
 func collectJS(ag *agent.Agent, log func(string)) (map[string]string, error) {
 	js := make(map[string]string, len(ag.Tools))
-	for _, name := range sortedKeys(ag.Tools) {
+	for _, name := range slices.Sorted(maps.Keys(ag.Tools)) {
 		t := ag.Tools[name]
 		if t.JS == "" {
 			return nil, fmt.Errorf("tool %s: %s compiled to nothing", name, t.SourcePath)
@@ -250,4 +251,14 @@ func collectJS(ag *agent.Agent, log func(string)) (map[string]string, error) {
 		log("no tools to compile")
 	}
 	return js, nil
+}
+
+// openStored opens the bundle stored under key in obj, as a runner does.
+func openStored(ctx context.Context, obj registry.Objects, key string) (*bundle.Bundle, error) {
+	rc, _, err := obj.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("open bundle %s: %w", key, err)
+	}
+	defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
+	return bundle.Read(rc, key)
 }

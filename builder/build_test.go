@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"svc/agent/agenttest"
+	"svc/bundle"
+	"svc/bundle/bundletest"
 	"svc/registry"
 )
 
@@ -50,11 +52,11 @@ func stepNames(steps []Step) []string {
 func TestBuildFixturesFromGit(t *testing.T) {
 	tests := []struct {
 		fixture string
-		tools   []ManifestTool
+		tools   []bundle.ManifestTool
 		agents  []string
 	}{
-		{"hello", []ManifestTool{}, []string{"default"}},
-		{"support-desk", []ManifestTool{
+		{"hello", []bundle.ManifestTool{}, []string{"default"}},
+		{"support-desk", []bundle.ManifestTool{
 			{Name: "refund_request", Execution: "durable", Layout: "handler"},
 			{Name: "triage", Execution: "inline", Layout: "handler"},
 		}, []string{"billing", "default"}},
@@ -80,12 +82,12 @@ func TestBuildFixturesFromGit(t *testing.T) {
 			if diff := cmp.Diff(want, stepNames(res.Steps)); diff != "" {
 				t.Errorf("steps (-want +got):\n%s", diff)
 			}
-			digest, err := Digest(os.DirFS(agenttest.Dir(t, tt.fixture)))
+			digest, err := bundle.Digest(os.DirFS(agenttest.Dir(t, tt.fixture)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantManifest := Manifest{
-				Format: BundleFormat, Digest: digest, Commit: commit, Branch: "feature/x",
+			wantManifest := bundle.Manifest{
+				Format: bundle.Format, Digest: digest, Commit: commit, Branch: "feature/x",
 				Name: tt.fixture, Version: res.Manifest.Version, Tools: tt.tools, Agents: tt.agents, CreatedBy: "svc",
 			}
 			if diff := cmp.Diff(wantManifest, res.Manifest); diff != "" {
@@ -116,18 +118,18 @@ func TestBuildFixturesFromGit(t *testing.T) {
 func TestBuildDeterministic(t *testing.T) {
 	ctx := context.Background()
 	files := fixtureFiles(t, "support-desk")
-	fromMap, err := FromFiles(files, Limits{})
+	fromMap, err := bundle.FromFiles(files, bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The same files in reverse archive order, with other modes and times.
-	entries := filesToEntries(files)
+	entries := bundletest.Entries(files)
 	slices.Reverse(entries)
 	for i := range entries {
-		entries[i].mode = 0o600
-		entries[i].mtime = entries[i].mtime.AddDate(1, 0, i)
+		entries[i].Mode = 0o600
+		entries[i].ModTime = entries[i].ModTime.AddDate(1, 0, i)
 	}
-	fromTar, err := ReadTarGz(bytes.NewReader(makeTarGz(t, entries)), Limits{})
+	fromTar, err := bundle.ReadTarGz(bytes.NewReader(bundletest.TarGz(t, entries)), bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +244,7 @@ func TestBuildSourceLimits(t *testing.T) {
 	files["svc/knowledge/big.md"] = &fstest.MapFile{Data: bytes.Repeat([]byte("x"), 1001)}
 	obj := newObjects(t)
 	var log logLines
-	_, err := Build(context.Background(), BuildInput{Source: files, AgentSlug: "hello", Limits: Limits{MaxFileSize: 1000}}, obj, log.log)
+	_, err := Build(context.Background(), BuildInput{Source: files, AgentSlug: "hello", Limits: Limits{Tree: bundle.Limits{MaxFileSize: 1000}}}, obj, log.log)
 	var be *BuildError
 	if !errors.As(err, &be) || len(be.Problems) != 1 || be.Problems[0].File != "svc/knowledge/big.md" {
 		t.Fatalf("error = %v, want a BuildError naming svc/knowledge/big.md", err)
@@ -256,7 +258,7 @@ func TestBuildSourceLimits(t *testing.T) {
 }
 
 func TestBuildInvalidInput(t *testing.T) {
-	src, err := FromFiles(fixtureFiles(t, "hello"), Limits{})
+	src, err := bundle.FromFiles(fixtureFiles(t, "hello"), bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +288,7 @@ func TestBuildInvalidInput(t *testing.T) {
 }
 
 func TestBuildCancelled(t *testing.T) {
-	src, err := FromFiles(fixtureFiles(t, "hello"), Limits{})
+	src, err := bundle.FromFiles(fixtureFiles(t, "hello"), bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +319,7 @@ func TestBuildCancelled(t *testing.T) {
 
 func TestBuildReplacesObjectOfOtherSize(t *testing.T) {
 	ctx := context.Background()
-	src, err := FromFiles(fixtureFiles(t, "hello"), Limits{})
+	src, err := bundle.FromFiles(fixtureFiles(t, "hello"), bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,15 +356,15 @@ func (f flippingObjects) Put(ctx context.Context, key string, r io.Reader, size 
 // TestBuildVerifiesTheStoredBundle: a bundle that does not open from the store as a runner opens
 // it fails the build, naming the reason, and the build reports no bundle.
 func TestBuildVerifiesTheStoredBundle(t *testing.T) {
-	src, err := FromFiles(fixtureFiles(t, "hello"), Limits{})
+	src, err := bundle.FromFiles(fixtureFiles(t, "hello"), bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var lines []string
 	res, err := Build(context.Background(), BuildInput{Source: src, AgentSlug: "hello"}, flippingObjects{newObjects(t)},
 		func(step, line string) { lines = append(lines, step+": "+line) })
-	if err == nil || !errors.Is(err, ErrBadBundle) || !strings.Contains(err.Error(), "does not open as a runner opens it") {
-		t.Fatalf("Build = %v, want a verify failure wrapping ErrBadBundle", err)
+	if err == nil || !errors.Is(err, bundle.ErrBadBundle) || !strings.Contains(err.Error(), "does not open as a runner opens it") {
+		t.Fatalf("Build = %v, want a verify failure wrapping bundle.ErrBadBundle", err)
 	}
 	if res.BundleKey != "" || res.Steps[len(res.Steps)-1] != (Step{Name: StepVerify, Status: StepFailed, Duration: res.Steps[len(res.Steps)-1].Duration}) {
 		t.Errorf("result = %+v, want no bundle and a failed verify step", res)

@@ -1,7 +1,6 @@
 package builder
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,24 +8,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"svc/agent"
+	"svc/bundle"
 )
 
 func TestLimitsDefaults(t *testing.T) {
-	want := Limits{MaxFileSize: 5 << 20, MaxTotalSize: 50 << 20, MaxFiles: 10_000, MaxDepth: 32, Timeout: DefaultTimeout}
+	want := Limits{Tree: bundle.DefaultLimits(), Timeout: DefaultTimeout}
 	if diff := cmp.Diff(want, DefaultLimits()); diff != "" {
 		t.Errorf("DefaultLimits (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(want, Limits{}.withDefaults()); diff != "" {
-		t.Errorf("zero Limits (-want +got):\n%s", diff)
+	if got := (Limits{}).withDefaults(); got.Timeout != DefaultTimeout {
+		t.Errorf("zero Limits: Timeout = %v, want %v", got.Timeout, DefaultTimeout)
 	}
-	custom := Limits{MaxFileSize: 1, MaxTotalSize: 2, MaxFiles: 3, MaxDepth: 4, Timeout: 5}
-	if diff := cmp.Diff(custom, custom.withDefaults()); diff != "" {
-		t.Errorf("custom Limits (-want +got):\n%s", diff)
-	}
-	// Tree limits are only lowered: a bundle must open under the defaults a runner applies.
-	raised := Limits{MaxFileSize: 6 << 20, MaxTotalSize: 51 << 20, MaxFiles: 10_001, MaxDepth: 33, Timeout: time.Hour}
-	if diff := cmp.Diff(Limits{MaxFileSize: 5 << 20, MaxTotalSize: 50 << 20, MaxFiles: 10_000, MaxDepth: 32, Timeout: time.Hour}, raised.withDefaults()); diff != "" {
-		t.Errorf("raised Limits (-want +got):\n%s", diff)
+	if got := (Limits{Timeout: time.Hour}).withDefaults(); got.Timeout != time.Hour {
+		t.Errorf("custom Timeout = %v, want 1h", got.Timeout)
 	}
 }
 
@@ -44,15 +38,5 @@ func TestBuildErrorMessage(t *testing.T) {
 	one := &BuildError{Problems: agent.Problems{{File: ".", Message: "too big"}}}
 	if !strings.Contains(one.Error(), "1 problem:") {
 		t.Errorf("Error() = %q", one.Error())
-	}
-}
-
-func TestSourceErrorIs(t *testing.T) {
-	err := sourceErr("a/b", ErrTooLarge, "file is %d bytes", 7)
-	if err.Error() != "a/b: file is 7 bytes" {
-		t.Errorf("Error() = %q", err)
-	}
-	if !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrUnsafePath) {
-		t.Errorf("errors.Is does not match the kind only")
 	}
 }

@@ -1,28 +1,22 @@
 // Package builder turns an agent's source into a bundle: the immutable, content-addressed artifact
-// that runners load (DESIGN "Bundles are immutable and content-addressed").
+// that runners load (DESIGN "Bundles are immutable and content-addressed"), whose format is the
+// bundle package's.
 //
 // Why it is shaped this way:
 //
-//   - Every source, whatever its origin (a git commit fetched with go-git, a hosted tar.gz, a JSON
-//     map of files, any fs.FS), becomes the same immutable in-memory tree first. The rules that
-//     keep a tree safe live in one place (treeBuilder): no absolute paths or ".." elements, no
-//     links out of the tree, no special files, and the size and count limits of CONTRACT §5,
-//     checked before content is read. A symbolic link to a file inside the tree is resolved into
-//     a copy of that file, so the tree holds regular files and folders only; a link to a folder is
-//     refused. Nothing is written to disk: a fetch clones into memory, which also means there is
-//     no temporary directory to leak.
-//   - The tree's Digest ("sha256:" over sorted paths, sizes and content hashes) names a source
-//     version independent of archive order, timestamps and modes, so the same files uploaded twice
-//     give the same digest (CONTRACT §3).
-//   - A bundle is deterministic: the same tree, commit, branch and source version give the same
-//     bytes, hence the same object key bundles/<agent>/<sha256 of the bytes>.tar.zst. Rebuilding
-//     an unchanged commit therefore finds its bundle already stored and skips the upload, and a
-//     runner can verify what it loads against its key.
+//   - Every source, whatever its origin (a git commit fetched with go-git, a hosted source version
+//     read from the object store, any fs.FS), becomes the same immutable in-memory tree first,
+//     built under the bundle package's rules and limits (bundle.TreeBuilder), so that what a build
+//     accepts is what a runner opens. Nothing is written to disk: a fetch clones into memory,
+//     which also means there is no temporary directory to leak.
+//   - A git commit is fetched once (FetchCommit: shallow, single branch) and read as much as
+//     needed: one file for a push's branch filter (GitCommit.Files), the whole tree for a build
+//     (GitCommit.Tree). BranchHead lists a branch's head without fetching, and Credentials
+//     resolves an agent's env: reference (its secrets, then the environment) into HTTP auth.
+//   - A bundle is deterministic (bundle.Pack), so rebuilding an unchanged commit finds its bundle
+//     already stored under the same key and skips the upload.
 //   - Build does no database work. It reports steps and log lines through a callback and a Result;
-//     the caller (the build worker) records builds and deployments. This keeps the package usable
-//     by the API (validating a hosted upload), the workers and the CLI alike.
-//
-// Bundle layout (format "svc-bundle/1"): a zstd-compressed tar whose entries, in byte order, are
-// build/tools/<tool>.js (CommonJS compiled by esbuild in agent.Load, with an inline source map),
-// manifest.json (see Manifest) and src/<path> for every file of the source tree.
+//     the caller (the build task handler in workers) records builds and deployments. Ingest, which
+//     validates an upload as a build would and stores it as a source version, is the one function
+//     here that writes to the registry.
 package builder

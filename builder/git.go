@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"regexp"
 	"strings"
+
+	"svc/bundle"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -36,21 +39,6 @@ type GitSource struct {
 	Auth *GitAuth
 }
 
-// GitAuth is HTTP basic authentication for a git host. Hosts that take a token (GitHub, GitLab,
-// Gitea) accept it as the password with any non-empty user name.
-type GitAuth struct {
-	Username string
-	Password string
-}
-
-// String hides the password, so credentials never reach a log by accident.
-func (a *GitAuth) String() string {
-	if a == nil {
-		return "<nil>"
-	}
-	return a.Username + ":***"
-}
-
 // FetchResult describes the commit FetchGit read.
 type FetchResult struct {
 	Commit  string // full hex hash
@@ -60,24 +48,53 @@ type FetchResult struct {
 
 var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
-// FetchGit fetches one commit of a git repository into memory and returns its tree: a shallow
-// (depth 1) clone of the branch; when Commit is given and is not the branch head, a shallow fetch
-// of that commit, then, when the server refuses that, a full fetch of the branch. Nothing touches
-// the disk. The tree is read under limits (zero fields take their defaults), with the rules of
-// ReadTarGz: a symbolic link to a file inside the tree becomes a copy of it; a link that leaves
-// the tree, a link to a folder and a submodule fail with the path named. ctx and limits.Timeout
-// bound the whole fetch; on timeout the error wraps ErrTimeout.
+// FetchGit fetches one commit of a git repository into memory and returns its tree: FetchCommit,
+// then GitCommit.Tree. ctx and limits.Timeout bound the whole fetch; on timeout the error wraps
+// ErrTimeout.
 func FetchGit(ctx context.Context, src GitSource, limits Limits) (fs.FS, FetchResult, error) {
 	limits = limits.withDefaults()
-	if err := src.validate(); err != nil {
+	ctx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, ErrTimeout)
+	defer cancel()
+	c, err := FetchCommit(ctx, src, limits)
+	if err != nil {
 		return nil, FetchResult{}, err
+	}
+	fsys, err := c.Tree(ctx)
+	if err != nil {
+		return nil, FetchResult{}, err
+	}
+	return fsys, c.Result(), nil
+}
+
+// GitCommit is one commit fetched into memory by FetchCommit, with every object of its tree, of
+// which nothing is read until asked: Files reads named files only, Tree the whole tree. Its
+// methods may be called from one goroutine at a time.
+type GitCommit struct {
+	repo   *git.Repository
+	root   *object.Tree
+	src    GitSource
+	limits Limits
+	result FetchResult
+}
+
+// FetchCommit fetches one commit of a git repository into memory without reading its files: a
+// shallow (depth 1) clone of the branch with no checkout; when Commit is given and is not the
+// branch head, a shallow fetch of that commit, then, when the server refuses that, a full fetch
+// of the branch. Nothing touches the disk. (go-git v5 cannot ask the server to leave blobs out, so
+// the clone carries the commit's whole tree; what is saved is reading it.) ctx and limits.Timeout
+// bound the fetch; on timeout the error wraps ErrTimeout. limits (zero fields take their defaults)
+// also bound what the commit's Files and Tree read.
+func FetchCommit(ctx context.Context, src GitSource, limits Limits) (*GitCommit, error) {
+	limits = limits.withDefaults()
+	if err := src.validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, ErrTimeout)
 	defer cancel()
 
 	repo, head, err := cloneBranch(ctx, src, 1)
 	if err != nil {
-		return nil, FetchResult{}, err
+		return nil, err
 	}
 	want := head.Hash()
 	if src.Commit != "" {
@@ -88,21 +105,96 @@ func FetchGit(ctx context.Context, src GitSource, limits Limits) (fs.FS, FetchRe
 		repo, commit, err = fetchCommit(ctx, repo, src, want)
 	}
 	if err != nil {
-		return nil, FetchResult{}, fmt.Errorf("fetch %s: read commit %s: %w", src.redactedURL(), want, err)
+		return nil, fmt.Errorf("fetch %s: read commit %s: %w", src.redactedURL(), want, err)
 	}
-	tree, err := commit.Tree()
+	root, err := commit.Tree()
 	if err != nil {
-		return nil, FetchResult{}, fmt.Errorf("fetch %s: read tree of %s: %w", src.redactedURL(), want, err)
+		return nil, fmt.Errorf("fetch %s: read tree of %s: %w", src.redactedURL(), want, err)
 	}
-	fsys, err := readGitTree(ctx, repo, tree, limits)
-	if err != nil {
-		return nil, FetchResult{}, err
-	}
-	return fsys, FetchResult{
-		Commit:  commit.Hash.String(),
-		Branch:  head.Name().Short(),
-		Message: strings.TrimRight(commit.Message, "\n"),
+	return &GitCommit{
+		repo: repo, root: root, src: src, limits: limits,
+		result: FetchResult{
+			Commit:  commit.Hash.String(),
+			Branch:  head.Name().Short(),
+			Message: strings.TrimRight(commit.Message, "\n"),
+		},
 	}, nil
+}
+
+// Result describes the commit.
+func (c *GitCommit) Result() FetchResult { return c.result }
+
+// Tree reads the commit's whole tree under the limits, with the rules of bundle.TreeBuilder: a
+// symbolic link to a file inside the tree becomes a copy of it; a link that leaves the tree, a
+// link to a folder and a submodule fail with the path named. ctx and the limits' Timeout bound
+// the read.
+func (c *GitCommit) Tree(ctx context.Context) (fs.FS, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.limits.Timeout, ErrTimeout)
+	defer cancel()
+	tree, err := readGitTree(ctx, c.repo, c.root, c.limits)
+	if err != nil {
+		return nil, err
+	}
+	return tree, nil
+}
+
+// Files returns a tree of only the named files of the commit (slash paths; a name the commit does
+// not have is left out), read under the limits without reading any other file: what a check of
+// svc.json needs before the whole tree is worth reading. A named entry that is not a regular file
+// (a link, a folder) can only be resolved against the whole tree, so Files then returns Tree.
+func (c *GitCommit) Files(ctx context.Context, names ...string) (fs.FS, error) {
+	b := bundle.NewTreeBuilder(c.limits.Tree)
+	for _, name := range names {
+		e, err := c.root.FindEntry(name)
+		switch {
+		case errors.Is(err, object.ErrEntryNotFound), errors.Is(err, object.ErrDirectoryNotFound):
+			continue
+		case err != nil:
+			return nil, sourceErr(name, bundle.ErrUnsupportedFile, "cannot read: %v", err)
+		}
+		switch e.Mode {
+		case filemode.Regular, filemode.Executable, filemode.Deprecated:
+			blob, err := c.repo.BlobObject(e.Hash)
+			if err != nil {
+				return nil, sourceErr(name, bundle.ErrUnsupportedFile, "cannot read file: %v", err)
+			}
+			if err := b.AddFile(name, blob.Size, func() ([]byte, error) { return readBlob(blob) }); err != nil {
+				return nil, err
+			}
+		default:
+			return c.Tree(ctx)
+		}
+	}
+	tree, err := b.Finish()
+	if err != nil {
+		return nil, err
+	}
+	return tree, nil
+}
+
+// BranchHead returns the head commit of src.Branch on the remote, as `git ls-remote` lists it,
+// without fetching anything; src.Commit is ignored. A branch the remote does not have is an error
+// wrapping ErrBranchNotFound; errors name the repository with any password hidden.
+func BranchHead(ctx context.Context, src GitSource) (string, error) {
+	src.Commit = ""
+	if err := src.validate(); err != nil {
+		return "", err
+	}
+	if src.Branch == "" {
+		return "", fmt.Errorf("%w: BranchHead needs a branch", ErrInvalidInput)
+	}
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{src.URL}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: src.auth()})
+	if err != nil {
+		return "", fmt.Errorf("list %s: %w", src.redactedURL(), err)
+	}
+	want := plumbing.NewBranchReferenceName(src.Branch)
+	for _, r := range refs {
+		if r.Name() == want {
+			return r.Hash().String(), nil
+		}
+	}
+	return "", fmt.Errorf("%w: %q", ErrBranchNotFound, src.Branch)
 }
 
 // validate checks the fields of src, naming the one at fault.
@@ -232,9 +324,10 @@ func fetchErr(ctx context.Context, src GitSource, err error) error {
 	return fmt.Errorf("fetch %s: %w", what, err)
 }
 
-// readGitTree reads a commit's tree into a memFS. Blob sizes are checked before any blob is read.
-func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, limits Limits) (*memFS, error) {
-	b := newTreeBuilder(limits)
+// readGitTree reads a commit's tree into a bundle.Tree. Blob sizes are checked before any blob
+// is read.
+func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, limits Limits) (*bundle.Tree, error) {
+	b := bundle.NewTreeBuilder(limits.Tree)
 	type pendingTree struct {
 		dir   string
 		tree  *object.Tree
@@ -253,57 +346,69 @@ func readGitTree(ctx context.Context, repo *git.Repository, root *object.Tree, l
 				p = cur.dir + "/" + e.Name
 			}
 			if strings.Contains(e.Name, "/") || e.Name == "" {
-				return nil, sourceErr(p, ErrUnsafePath, "invalid name %q in git tree", e.Name)
+				return nil, sourceErr(p, bundle.ErrUnsafePath, "invalid name %q in git tree", e.Name)
 			}
 			switch e.Mode {
 			case filemode.Dir:
-				if err := b.addDir(p); err != nil {
+				if err := b.AddDir(p); err != nil {
 					return nil, err
 				}
 				sub, err := repo.TreeObject(e.Hash)
 				if err != nil {
-					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read folder: %v", err)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "cannot read folder: %v", err)
 				}
 				stack = append(stack, pendingTree{dir: p, tree: sub, depth: cur.depth + 1})
 			case filemode.Regular, filemode.Executable, filemode.Deprecated:
 				blob, err := repo.BlobObject(e.Hash)
 				if err != nil {
-					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read file: %v", err)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "cannot read file: %v", err)
 				}
-				if err := b.addFile(p, blob.Size, func() ([]byte, error) { return readBlob(blob, blob.Size) }); err != nil {
+				if err := b.AddFile(p, blob.Size, func() ([]byte, error) { return readBlob(blob) }); err != nil {
 					return nil, err
 				}
 			case filemode.Symlink:
 				blob, err := repo.BlobObject(e.Hash)
 				if err != nil {
-					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read symlink: %v", err)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "cannot read symlink: %v", err)
 				}
 				if blob.Size > 4096 {
-					return nil, sourceErr(p, ErrUnsupportedFile, "symlink target is %d bytes long", blob.Size)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "symlink target is %d bytes long", blob.Size)
 				}
-				target, err := readBlob(blob, blob.Size)
+				target, err := readBlob(blob)
 				if err != nil {
-					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read symlink: %v", err)
+					return nil, sourceErr(p, bundle.ErrUnsupportedFile, "cannot read symlink: %v", err)
 				}
-				if err := b.addLink(p, string(target)); err != nil {
+				if err := b.AddLink(p, string(target)); err != nil {
 					return nil, err
 				}
 			case filemode.Submodule:
-				return nil, sourceErr(p, ErrUnsupportedFile, "git submodules are not supported")
+				return nil, sourceErr(p, bundle.ErrUnsupportedFile, "git submodules are not supported")
 			default:
-				return nil, sourceErr(p, ErrUnsupportedFile, "unsupported git file mode %v", e.Mode)
+				return nil, sourceErr(p, bundle.ErrUnsupportedFile, "unsupported git file mode %v", e.Mode)
 			}
 		}
 	}
-	return b.finish()
+	return b.Finish()
 }
 
-// readBlob reads a blob of the given size.
-func readBlob(blob *object.Blob, size int64) ([]byte, error) {
+// readBlob reads a blob; a blob whose content is not its stated size is an error.
+func readBlob(blob *object.Blob) ([]byte, error) {
 	r, err := blob.Reader()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close() //nolint:errcheck // in-memory object
-	return readExactly(r, size)
+	data, err := io.ReadAll(io.LimitReader(r, blob.Size+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != blob.Size {
+		return nil, fmt.Errorf("blob is %d bytes, not its stated %d", len(data), blob.Size)
+	}
+	return data, nil
+}
+
+// sourceErr builds a *bundle.SourceError about path p of a git tree.
+func sourceErr(p string, kind error, format string, args ...any) error {
+	return &bundle.SourceError{Path: p, Message: fmt.Sprintf(format, args...), Kind: kind}
 }

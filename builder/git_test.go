@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"svc/bundle"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -183,9 +185,86 @@ func TestFetchGitSmartHTTP(t *testing.T) {
 	}
 }
 
+// TestBranchHead lists a branch's head without fetching: over file:// and over smart HTTP with
+// credentials; a missing branch is ErrBranchNotFound (permanent), refused credentials an error
+// that shows no password.
+func TestBranchHead(t *testing.T) {
+	r := newBranchRepo(t)
+	ctx := context.Background()
+	for branch, want := range map[string]string{"main": r.second, "feature/x": r.feature} {
+		if got, err := BranchHead(ctx, GitSource{URL: r.url(), Branch: branch}); err != nil || got != want {
+			t.Errorf("BranchHead(%s) = %s, %v; want %s", branch, got, err, want)
+		}
+	}
+	_, err := BranchHead(ctx, GitSource{URL: r.url(), Branch: "nope"})
+	if !errors.Is(err, ErrBranchNotFound) || !strings.Contains(err.Error(), `"nope"`) || !Permanent(err) {
+		t.Errorf("missing branch: %v, want a permanent ErrBranchNotFound naming it", err)
+	}
+	if _, err := BranchHead(ctx, GitSource{URL: r.url()}); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("no branch: %v, want ErrInvalidInput", err)
+	}
+
+	srv := gitHTTPServer(t, filepath.Dir(r.dir), "builder", "s3cret")
+	url := srv.URL + "/" + filepath.Base(r.dir)
+	got, err := BranchHead(ctx, GitSource{URL: url, Branch: "main", Auth: &GitAuth{Username: "builder", Password: "s3cret"}})
+	if err != nil || got != r.second {
+		t.Errorf("BranchHead over HTTP = %s, %v; want %s", got, err, r.second)
+	}
+	withPassword := strings.Replace(url, "http://", "http://builder:nope@", 1)
+	_, err = BranchHead(ctx, GitSource{URL: withPassword, Branch: "main"})
+	if err == nil || strings.Contains(err.Error(), "nope") {
+		t.Errorf("refused credentials: %v, want an error that hides the password", err)
+	}
+}
+
+// TestFetchCommitFiles reads named files of a fetched commit without the rest of its tree: a file
+// elsewhere that breaks a limit fails Tree, not Files; a missing name is left out; a link is
+// resolved against the whole tree.
+func TestFetchCommitFiles(t *testing.T) {
+	ctx := context.Background()
+	r, head := fixtureRepo(t, "hello")
+	r.write(map[string]string{"svc/knowledge/big.md": strings.Repeat("b", 101)})
+	r.symlink("alias.json", "svc.json")
+	commit := r.commit("big file and a link")
+	hello := fixtureFiles(t, "hello")
+	limits := Limits{Tree: bundle.Limits{MaxFileSize: 100}}
+	if int64(len(hello["svc.json"])) > limits.Tree.MaxFileSize {
+		t.Fatalf("the test needs svc.json of hello under %d bytes", limits.Tree.MaxFileSize)
+	}
+
+	c, err := FetchCommit(ctx, GitSource{URL: r.url(), Branch: "main"}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := c.Result(); res.Commit != commit || res.Branch != "main" || head == commit {
+		t.Errorf("Result = %+v, want commit %s on main", res, commit)
+	}
+	fsys, err := c.Files(ctx, "svc.json", "missing.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"svc.json": hello["svc.json"]}, treeFiles(t, fsys)); diff != "" {
+		t.Errorf("Files (-want +got):\n%s", diff)
+	}
+	if _, err := c.Tree(ctx); !errors.Is(err, bundle.ErrTooLarge) {
+		t.Errorf("Tree = %v, want bundle.ErrTooLarge for the big file", err)
+	}
+	// A link needs the whole tree, which here breaks a limit.
+	if _, err := c.Files(ctx, "alias.json"); !errors.Is(err, bundle.ErrTooLarge) {
+		t.Errorf("Files of a link = %v, want the whole tree's bundle.ErrTooLarge", err)
+	}
+	c, err = FetchCommit(ctx, GitSource{URL: r.url(), Branch: "main"}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fsys, err := c.Files(ctx, "alias.json"); err != nil || treeFiles(t, fsys)["alias.json"] != hello["svc.json"] {
+		t.Errorf("Files of a link = %v, want a copy of svc.json", err)
+	}
+}
+
 func mustDigest(t *testing.T, fsys fs.FS) string {
 	t.Helper()
-	d, err := Digest(fsys)
+	d, err := bundle.Digest(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +291,8 @@ func TestFetchGitTreeRules(t *testing.T) {
 		r.symlink("svc/knowledge/secret.md", "../../../etc/passwd")
 		r.commit("escape")
 		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, Limits{})
-		if !errors.Is(err, ErrUnsafePath) || !strings.HasPrefix(err.Error(), "svc/knowledge/secret.md: ") {
-			t.Fatalf("error = %v, want ErrUnsafePath naming svc/knowledge/secret.md", err)
+		if !errors.Is(err, bundle.ErrUnsafePath) || !strings.HasPrefix(err.Error(), "svc/knowledge/secret.md: ") {
+			t.Fatalf("error = %v, want bundle.ErrUnsafePath naming svc/knowledge/secret.md", err)
 		}
 	})
 	t.Run("absolute symlink", func(t *testing.T) {
@@ -221,31 +300,31 @@ func TestFetchGitTreeRules(t *testing.T) {
 		r.symlink("abs", "/etc/passwd")
 		r.commit("escape")
 		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, Limits{})
-		if !errors.Is(err, ErrUnsafePath) || !strings.HasPrefix(err.Error(), "abs: ") {
-			t.Fatalf("error = %v, want ErrUnsafePath naming abs", err)
+		if !errors.Is(err, bundle.ErrUnsafePath) || !strings.HasPrefix(err.Error(), "abs: ") {
+			t.Fatalf("error = %v, want bundle.ErrUnsafePath naming abs", err)
 		}
 	})
 	t.Run("file over the limit", func(t *testing.T) {
 		r, _ := fixtureRepo(t, "hello")
 		r.write(map[string]string{"svc/knowledge/a.md": strings.Repeat("a", 100), "svc/knowledge/b.md": strings.Repeat("b", 101)})
 		r.commit("big")
-		limits := Limits{MaxFileSize: 100}
+		limits := Limits{Tree: bundle.Limits{MaxFileSize: 100}}
 		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, limits)
-		var se *SourceError
-		if !errors.Is(err, ErrTooLarge) || !errors.As(err, &se) || se.Path != "svc/knowledge/b.md" {
-			t.Fatalf("error = %v, want ErrTooLarge for svc/knowledge/b.md", err)
+		var se *bundle.SourceError
+		if !errors.Is(err, bundle.ErrTooLarge) || !errors.As(err, &se) || se.Path != "svc/knowledge/b.md" {
+			t.Fatalf("error = %v, want bundle.ErrTooLarge for svc/knowledge/b.md", err)
 		}
 	})
 	t.Run("too many files", func(t *testing.T) {
 		r, _ := fixtureRepo(t, "hello")
 		files := fixtureFiles(t, "hello")
-		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, Limits{MaxFiles: len(files)})
+		_, _, err := FetchGit(ctx, GitSource{URL: r.url()}, Limits{Tree: bundle.Limits{MaxFiles: len(files)}})
 		if err != nil {
 			t.Fatalf("at the file limit: %v", err)
 		}
-		_, _, err = FetchGit(ctx, GitSource{URL: r.url()}, Limits{MaxFiles: len(files) - 1})
-		if !errors.Is(err, ErrTooManyFiles) {
-			t.Fatalf("error = %v, want ErrTooManyFiles", err)
+		_, _, err = FetchGit(ctx, GitSource{URL: r.url()}, Limits{Tree: bundle.Limits{MaxFiles: len(files) - 1}})
+		if !errors.Is(err, bundle.ErrTooManyFiles) {
+			t.Fatalf("error = %v, want bundle.ErrTooManyFiles", err)
 		}
 	})
 }

@@ -1,16 +1,12 @@
 package builder
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
@@ -165,79 +161,4 @@ func gitHTTPServer(tb testing.TB, root, user, password string) *httptest.Server 
 	srv := httptest.NewServer(handler)
 	tb.Cleanup(srv.Close)
 	return srv
-}
-
-// tarEntry is one entry of a test archive.
-type tarEntry struct {
-	name     string
-	body     string
-	size     int64 // when body is empty and size > 0, that many zero bytes
-	typeflag byte  // tar.TypeReg when 0
-	link     string
-	mode     int64
-	mtime    time.Time
-}
-
-// makeTarGz builds a gzip-compressed tar archive of entries, in the order given.
-func makeTarGz(tb testing.TB, entries []tarEntry) []byte {
-	tb.Helper()
-	var buf bytes.Buffer
-	// Stored blocks: the archives of the limit tests are 50 MiB of zeros, cheap to copy, slow to deflate under -race.
-	zw, err := gzip.NewWriterLevel(&buf, gzip.NoCompression)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tw := tar.NewWriter(zw)
-	zeros := make([]byte, 1<<20)
-	for _, e := range entries {
-		hdr := &tar.Header{Name: e.name, Typeflag: e.typeflag, Linkname: e.link, Mode: e.mode, ModTime: e.mtime}
-		if hdr.Typeflag == 0 {
-			hdr.Typeflag = tar.TypeReg
-		}
-		if hdr.Mode == 0 {
-			hdr.Mode = 0o644
-		}
-		if hdr.Typeflag == tar.TypeReg {
-			hdr.Size = int64(len(e.body))
-			if e.body == "" {
-				hdr.Size = e.size
-			}
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			tb.Fatal(err)
-		}
-		if hdr.Typeflag != tar.TypeReg {
-			continue
-		}
-		if e.body != "" {
-			if _, err := tw.Write([]byte(e.body)); err != nil {
-				tb.Fatal(err)
-			}
-			continue
-		}
-		for left := e.size; left > 0; {
-			n := min(left, int64(len(zeros)))
-			if _, err := tw.Write(zeros[:n]); err != nil {
-				tb.Fatal(err)
-			}
-			left -= n
-		}
-	}
-	if err := tw.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-// filesToEntries lists files as archive entries in byte order of their paths.
-func filesToEntries(files map[string]string) []tarEntry {
-	entries := make([]tarEntry, 0, len(files))
-	for p, body := range files {
-		entries = append(entries, tarEntry{name: p, body: body})
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-	return entries
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"svc/agent"
+	"svc/bundle"
 	"svc/migrations/dbtest"
 	"svc/registry"
 )
@@ -19,7 +20,7 @@ func TestIngest(t *testing.T) {
 		t.Fatal(err)
 	}
 	versions := registry.NewSourceVersions(db, newObjects(t))
-	good, err := FromFiles(fixtureFiles(t, "hello"), Limits{})
+	good, err := bundle.FromFiles(fixtureFiles(t, "hello"), bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,10 +28,10 @@ func TestIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := Digest(good); sv.Digest != want || sv.ID == "" {
+	if want, _ := bundle.Digest(good); sv.Digest != want || sv.ID == "" {
 		t.Errorf("source version = %+v, want digest %s", sv, want)
 	}
-	bad, err := FromFiles(fixtureFiles(t, "broken"), Limits{})
+	bad, err := bundle.FromFiles(fixtureFiles(t, "broken"), bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

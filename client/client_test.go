@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"svc/agent/agenttest"
-	"svc/builder"
+	"svc/bundle"
 	"svc/client"
 )
 
@@ -250,11 +250,11 @@ func TestResolveAgent(t *testing.T) {
 // those files answers.
 func treeDigest(t *testing.T, files map[string]string) string {
 	t.Helper()
-	tree, err := builder.FromFiles(files, builder.Limits{})
+	tree, err := bundle.FromFiles(files, bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest, err := builder.Digest(tree)
+	digest, err := bundle.Digest(tree)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,9 @@ import (
 	"svc/api"
 	"svc/auth"
 	"svc/builder"
+	"svc/bundle"
 	"svc/client"
+	"svc/deploy"
 	"svc/migrations/dbtest"
 	"svc/registry"
 	"svc/registry/fsobjects"
@@ -68,18 +70,22 @@ func startPlatform(t *testing.T) *platform {
 	tokens := auth.NewTokens(db)
 	stores := registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
 
-	// Builds: the pipeline on the in-process queue, as svc up runs them.
-	pipeline := &workers.Pipeline{
-		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects, Limits: builder.DefaultLimits(), Logger: log,
-		Sources: workers.NewRegistrySources(stores),
-	}
-	queue, err := dbqueue.New(db, dbqueue.Config{OnFailure: pipeline.OnFailure, Logger: log})
+	// Builds: the build handler on the in-process queue, as svc up runs them.
+	queue, err := dbqueue.New(db, dbqueue.Config{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pipeline.Queue = queue
+	creds := builder.Credentials{Secrets: stores.Secrets}
+	commits := workers.NewCommitCache(8, 5*time.Minute)
 	mux := workers.NewServeMux()
-	mux.Handle(workers.TaskBuild, pipeline)
+	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
+		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects, Sources: workers.NewRegistrySources(stores),
+		Credentials: creds, Limits: builder.DefaultLimits(), Commits: commits, Logger: log,
+	}))
+	deployer := deploy.New(deploy.Config{
+		Deployments: stores.Deployments, Queue: queue, Sources: workers.NewRegistrySources(stores), Pushes: stores.Pushes,
+		Credentials: creds, Limits: builder.DefaultLimits(), Commits: commits, Logger: log,
+	})
 
 	// Agents: the router with a runtime per deployment, sessions in the database.
 	revocations := auth.NewRevocations(signer, tokens, 0, log)
@@ -90,7 +96,12 @@ func startPlatform(t *testing.T) *platform {
 	router, err := runner.NewRouter(runner.Config{
 		Resolver: stores.Deployments, AppsDomain: "apps.localhost", Logger: log, Reporter: stores.Deployments,
 		LoadBundle: func(ctx context.Context, d registry.Deployment) (*agent.Agent, error) {
-			b, err := builder.OpenBundle(ctx, objects, d.BundleKey)
+			rc, _, err := objects.Get(ctx, d.BundleKey)
+			if err != nil {
+				return nil, err
+			}
+			defer rc.Close() //nolint:errcheck // read-only
+			b, err := bundle.Read(rc, d.BundleKey)
 			if err != nil {
 				return nil, err
 			}
@@ -114,7 +125,7 @@ func startPlatform(t *testing.T) *platform {
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	a, err := api.New(api.Deps{
 		Stores: stores, Objects: objects, Tokens: tokens, APIKeys: auth.NewAPIKeys(db), Signer: signer,
-		AppsDomain: "apps.localhost:" + port, Logger: log, Metrics: prometheus.NewRegistry(), Pipeline: pipeline, Runtimes: router,
+		AppsDomain: "apps.localhost:" + port, Logger: log, Metrics: prometheus.NewRegistry(), Deployer: deployer, Runtimes: router,
 	})
 	if err != nil {
 		t.Fatal(err)

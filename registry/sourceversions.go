@@ -1,14 +1,11 @@
 package registry
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"regexp"
 	"time"
 
@@ -37,12 +34,12 @@ type SourceVersion struct {
 // TableName names the table of SourceVersion.
 func (SourceVersion) TableName() string { return "source_versions" }
 
-// NewSourceVersion is what Create takes: the validated tree and its digest.
+// NewSourceVersion is what Create takes: the validated tree's archive and digest.
 type NewSourceVersion struct {
 	AgentID   string
-	Digest    string // builder.Digest of Tree
+	Digest    string // bundle.Digest of the tree
 	CreatedBy string
-	Tree      fs.FS // regular files and folders; read in full
+	Archive   []byte // the tree's canonical tar.gz (bundle.WriteTarGz), stored as it is
 }
 
 // SourceVersions stores source versions: the archive in Objects, the record in the database.
@@ -60,21 +57,18 @@ func NewSourceVersions(db *gorm.DB, objects Objects) *SourceVersions {
 // SourceVersionKey is the object key of a source version's archive.
 func SourceVersionKey(agentID, id string) string { return "sources/" + agentID + "/" + id + ".tar.gz" }
 
-// Create packs v.Tree into a canonical tar.gz (PackTree), stores it and records it. The archive is
-// written first and removed again when the record cannot be written, so a record always has its
-// archive. An unknown agent is ErrAgentNotFound; a malformed digest is an *InvalidError.
+// Create stores v.Archive and records it. The archive is written first and removed again when the
+// record cannot be written, so a record always has its archive. An unknown agent is
+// ErrAgentNotFound; a malformed digest is an *InvalidError. The archive's format is the bundle
+// package's; the registry keeps the bytes without reading them.
 func (s *SourceVersions) Create(ctx context.Context, v NewSourceVersion) (SourceVersion, error) {
 	if !digestPattern.MatchString(v.Digest) {
 		return SourceVersion{}, invalid("digest", `must be "sha256:" and 64 lowercase hex digits`)
 	}
 	sv := SourceVersion{ID: auth.NewID("v"), AgentID: v.AgentID, Digest: v.Digest, CreatedBy: v.CreatedBy, CreatedAt: time.Now().UTC()}
 	sv.ObjectKey = SourceVersionKey(v.AgentID, sv.ID)
-	var archive bytes.Buffer
-	if err := PackTree(&archive, v.Tree); err != nil {
-		return SourceVersion{}, err
-	}
-	sv.Size = int64(archive.Len())
-	if err := s.objects.Put(ctx, sv.ObjectKey, &archive, sv.Size); err != nil {
+	sv.Size = int64(len(v.Archive))
+	if err := s.objects.Put(ctx, sv.ObjectKey, bytes.NewReader(v.Archive), sv.Size); err != nil {
 		return SourceVersion{}, fmt.Errorf("store source archive: %w", err)
 	}
 	if err := s.db.WithContext(ctx).Create(&sv).Error; err != nil {
@@ -130,45 +124,4 @@ func (s *SourceVersions) Open(ctx context.Context, agentID, id string) (io.ReadC
 		return nil, SourceVersion{}, fmt.Errorf("open source archive %s: %w", sv.ObjectKey, err)
 	}
 	return rc, sv, nil
-}
-
-// PackTree writes the regular files of fsys to w as a deterministic tar.gz: entries in path
-// order, folders implied, mode 0644, zero times and owners. The same files give the same bytes.
-func PackTree(w io.Writer, fsys fs.FS) error {
-	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	if err != nil {
-		return fmt.Errorf("pack source tree: %w", err)
-	}
-	tw := tar.NewWriter(zw)
-	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s: not a regular file", p)
-		}
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
-		}
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: 0o644, Size: int64(len(data))}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		_, err = tw.Write(data)
-		return err
-	})
-	if err == nil {
-		err = tw.Close()
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if err != nil {
-		return fmt.Errorf("pack source tree: %w", err)
-	}
-	return nil
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // Stores is every store of the registry over one database, built once (in cmd/svc) and handed to
-// the API, the build pipeline and the router, so that no other package holds a database handle.
+// the API, the deploy policy, the build handler and the router, so that no other package holds a
+// database handle.
 type Stores struct {
 	Agents         *Agents
 	Sources        *Sources

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"svc/agent/agenttest"
+	"svc/builder"
 	"svc/builder/gittest"
 	"svc/migrations"
 	"svc/migrations/dbtest"
@@ -52,26 +53,30 @@ func crashChild() {
 	if err != nil {
 		panic(err)
 	}
-	p := pipelineOn(db, registry.Checked(objects))
 	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 10 * time.Millisecond, Lease: time.Second})
 	if err != nil {
 		panic(err)
 	}
-	p.Queue = q
 	mux := workers.NewServeMux()
-	mux.Handle(workers.TaskBuild, p)
+	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(buildConfig(db, registry.Checked(objects))))
 	_ = q.Run(ctx, mux) // runs until the parent kills this process
 }
 
-func pipelineOn(db *gorm.DB, objects registry.Objects) *workers.Pipeline {
+// storesOf is every registry store on db and objects.
+func storesOf(db *gorm.DB, objects registry.Objects) *registry.Stores {
 	cipher, err := registry.NewCipher([]byte(strings.Repeat("k", 32)))
 	if err != nil {
 		panic(err)
 	}
-	stores := registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
-	return &workers.Pipeline{
+	return registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
+}
+
+// buildConfig is the build handler's config on db and objects.
+func buildConfig(db *gorm.DB, objects registry.Objects) workers.BuildConfig {
+	stores := storesOf(db, objects)
+	return workers.BuildConfig{
 		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects,
-		Sources: workers.NewRegistrySources(stores),
+		Sources: workers.NewRegistrySources(stores), Credentials: builder.Credentials{Secrets: stores.Secrets},
 	}
 }
 
@@ -105,7 +110,7 @@ func testCrash(t *testing.T, dbURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := pipelineOn(db, registry.Checked(objects))
+	cfg := buildConfig(db, registry.Checked(objects))
 
 	// A git server that holds the first fetch once stall is set, until release is closed.
 	root := t.TempDir()
@@ -134,14 +139,16 @@ func testCrash(t *testing.T, dbURL string) {
 	if _, err := registry.NewSources(db, cipher, webhook.NormalizeRepoURL).Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: srv.URL + "/repo"}); err != nil {
 		t.Fatal(err)
 	}
-	// Enqueue through a queue that nobody runs here yet.
+	// Record the build of the branch head and enqueue it through a queue that nobody runs here yet.
 	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 10 * time.Millisecond, Lease: time.Second, RetryBase: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Queue = q
-	rd, err := p.Redeploy(ctx, workers.RedeployRequest{AgentID: a.ID, Environment: "preview-main", Branch: "main"})
+	st, err := cfg.Deployments.StartBuild(ctx, registry.BuildRequest{AgentID: a.ID, Environment: "preview-main", Branch: "main", Commit: commit, Trigger: "redeploy"})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, workers.NewBuildTask(st.Build.ID)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -164,7 +171,7 @@ func testCrash(t *testing.T, dbURL string) {
 		t.Fatal(err)
 	}
 	_ = child.Wait() // killed: its exit status is the signal
-	b, err := p.Deployments.GetBuild(ctx, rd.BuildID)
+	b, err := cfg.Deployments.GetBuild(ctx, st.Build.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +181,7 @@ func testCrash(t *testing.T, dbURL string) {
 
 	// 2. A new worker takes over after the lease and finishes the build, once.
 	mux := workers.NewServeMux()
-	mux.Handle(workers.TaskBuild, p)
+	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(cfg))
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = q.Run(runCtx, mux) })
@@ -182,7 +189,7 @@ func testCrash(t *testing.T, dbURL string) {
 	deadline := time.Now().Add(60 * time.Second)
 	var d registry.Deployment
 	for time.Now().Before(deadline) {
-		if d, err = p.Deployments.Get(ctx, rd.DeployID); err != nil {
+		if d, err = cfg.Deployments.Get(ctx, st.Deployment.ID); err != nil {
 			t.Fatal(err)
 		}
 		if d.Status == registry.StatusReady || d.Status == registry.StatusFailed {
@@ -193,14 +200,14 @@ func testCrash(t *testing.T, dbURL string) {
 	if !d.Serving() || d.CommitSHA != commit {
 		t.Fatalf("deployment after takeover = %+v", d)
 	}
-	b, err = p.Deployments.GetBuild(ctx, rd.BuildID)
+	b, err = cfg.Deployments.GetBuild(ctx, st.Build.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.Status != registry.BuildSucceeded || b.Attempts != 2 {
 		t.Fatalf("build = %+v, want succeeded after 2 attempts", b)
 	}
-	logs, err := p.Logs.After(ctx, rd.BuildID, 0, 0)
+	logs, err := cfg.Logs.After(ctx, st.Build.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +218,7 @@ func testCrash(t *testing.T, dbURL string) {
 	if !said {
 		t.Errorf("the build log does not say that attempt 1 was interrupted and taken over: %+v", logs)
 	}
-	acts, err := p.Deployments.Activations(ctx, a.ID, "preview-main", 0)
+	acts, err := cfg.Deployments.Activations(ctx, a.ID, "preview-main", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package workers runs svc's background jobs through one small Queue interface with two
-// implementations. Today the one task is the build (TaskBuild, handled by Pipeline); evals and
-// durable wake-ups are to come as tasks of their own.
+// implementations. Today the one task is the build (TaskBuild, handled by BuildHandler); evals
+// and durable wake-ups are to come as tasks of their own.
 //
 //   - workers/asynqqueue: asynq on Redis, for the scale-out `svc worker` role, where any worker
 //     process may die and another carries on;
@@ -11,14 +11,24 @@
 // and the guarantees they rely on must be the same on both. Those guarantees are written once, on
 // Queue, and checked once, by the conformance suite in workers/queuetest, which both
 // implementations run: at-least-once delivery, dedupe by task ID, exponential retry with a cap,
-// a failure hook called when a task gives up, panics turned into failures, and recovery of a task
-// whose worker was killed mid-run (a real SIGKILL of a child process in the suite).
+// the task's own handler told when the task gives up, panics turned into failures, and recovery
+// of a task whose worker was killed mid-run (a real SIGKILL of a child process in the suite).
 //
 // Because delivery is at-least-once, every handler must be idempotent: a task can run again after
 // its worker died, after a lease was lost, or when the failure bookkeeping itself failed.
 //
-// What lives here: Task, Handler, ServeMux (routing by task type, with panic recovery), the
-// enqueue options, the shared backoff (RetryDelay), the sentinel errors, and for now the build
-// pipeline (Pipeline: the push and redeploy policy and the build task). Implementations live in
-// sub-packages named for their backend; the choice between them is made in cmd/svc.
+// Each handler owns its failures. A handler's last attempt cannot always say so itself (it may
+// panic, time out, or die with its worker), so a handler that has something to clean up when its
+// task gives up (a build to mark failed) is a FailureHandler: the queue tells it, through the
+// ServeMux that routes its tasks, with the last attempt's error. There is no queue-wide hook, so a
+// queue is built without knowing its handlers.
+//
+// What lives here: Task, Handler, FailureHandler, ServeMux (routing by task type, with panic
+// recovery), the enqueue options, the shared backoff (RetryDelay), the sentinel errors, and the
+// build task: NewBuildTask, its handler (BuildHandler: fetch, build, record), RecoverBuilds, and
+// what a build and the decision to start one both need to know of an agent (AgentSource, Sources,
+// RegistrySources) and the cache through which a push's fetched commit reaches its build
+// (CommitCache). That decision, the push and redeploy policy, is package deploy, which enqueues
+// builds here. Implementations live in sub-packages named for their backend; the choice between
+// them is made in cmd/svc.
 package workers

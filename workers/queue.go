@@ -45,8 +45,8 @@ var (
 	// ErrNoHandler is wrapped by the error of a task whose type has no handler on the ServeMux.
 	// Such a task is retried like any failure (a newer worker may know the type).
 	ErrNoHandler = errors.New("workers: no handler for task type")
-	// ErrWorkerLost is wrapped by the error given to the failure hook when the last allowed
-	// attempt of a task was lost with its worker (killed, or cut off past its lease).
+	// ErrWorkerLost is wrapped by the error given to FailureHandler.TaskFailed when the last
+	// allowed attempt of a task was lost with its worker (killed, or cut off past its lease).
 	ErrWorkerLost = errors.New("workers: worker lost while running the task (lease expired)")
 	// ErrBadTask is wrapped by Enqueue's error for an invalid task or option; the message names
 	// the field.
@@ -101,12 +101,19 @@ type HandlerFunc func(ctx context.Context, t Task) error
 // ProcessTask calls f(ctx, t).
 func (f HandlerFunc) ProcessTask(ctx context.Context, t Task) error { return f(ctx, t) }
 
-// FailureFunc is the failure hook of a queue's config: it is called when a task gives up (its
-// last allowed attempt failed, or its handler's error wrapped ErrSkipRetry), with the error of
-// that last attempt, so that the owner of the work (a build) can be marked failed with the reason.
-// It gets its own bounded ctx. It is called once per failed task in the normal course; a process
-// that dies right after calling it may cause one more call, so it must be idempotent.
-type FailureFunc func(ctx context.Context, t Task, err error)
+// FailureHandler is a Handler that owns what its tasks leave behind when they fail for good, such
+// as a build to be marked failed with the reason. The queue tells it through ServeMux.Fail, also
+// when the handler never got to return: a last attempt that panicked, timed out or was lost with
+// its worker.
+type FailureHandler interface {
+	Handler
+	// TaskFailed is called when task t gives up: its last allowed attempt failed, or its
+	// handler's error wrapped ErrSkipRetry. err is the error of that last attempt (wrapping
+	// ErrPanic, ErrWorkerLost, context.DeadlineExceeded, ...). ctx is the call's own bounded ctx.
+	// It is called once per failed task in the normal course; a process that dies right after
+	// calling it may cause one more call, so it must be idempotent.
+	TaskFailed(ctx context.Context, t Task, err error)
+}
 
 // Queue carries tasks from Enqueue to the handlers of Run, on any process sharing the backend.
 //
@@ -118,10 +125,10 @@ type FailureFunc func(ctx context.Context, t Task, err error)
 //     between processes.
 //   - Retries: a failed attempt is retried after RetryDelay (exponential from the configured base,
 //     capped at MaxRetryDelay, with jitter), at most MaxRetry times (so MaxRetry+1 attempts). Then
-//     the task is kept as failed and the queue's FailureFunc is called once with the last error. A
-//     handler error wrapping ErrSkipRetry fails the task at once; a panic is a failed attempt.
-//     A lost worker counts as a failed attempt; when it was the last one, the hook's error wraps
-//     ErrWorkerLost.
+//     the task is kept as failed and its handler, when it is a FailureHandler, is told once with
+//     the last error (ServeMux.Fail). A handler error wrapping ErrSkipRetry fails the task at
+//     once; a panic is a failed attempt. A lost worker counts as a failed attempt; when it was the
+//     last one, the error wraps ErrWorkerLost.
 //   - Delay and ProcessAt: the task does not start before its time.
 //   - Timeout: each attempt's ctx is cancelled after the task's Timeout.
 //
@@ -251,7 +258,8 @@ func Attempt(ctx context.Context) int {
 	return n
 }
 
-// ServeMux routes tasks to handlers by Task.Type and turns handler panics into errors wrapping
+// ServeMux routes tasks to handlers by Task.Type, and the news of a task that failed for good
+// to its handler when that is a FailureHandler, turning handler panics into errors wrapping
 // ErrPanic. Register every handler before Run; registration is safe for concurrent use anyway.
 // The zero value is ready to use.
 type ServeMux struct {
@@ -305,6 +313,25 @@ func (m *ServeMux) ProcessTask(ctx context.Context, t Task) (err error) {
 		}
 	}()
 	return h.ProcessTask(ctx, t)
+}
+
+// Fail tells the handler of t.Type that t failed for good with err, when that handler is a
+// FailureHandler; otherwise it does nothing. Queue implementations call it once a task gives up.
+// A panic in TaskFailed gives an error wrapping ErrPanic, for the queue to log.
+func (m *ServeMux) Fail(ctx context.Context, t Task, err error) (perr error) {
+	m.mu.RLock()
+	h, ok := m.handlers[t.Type].(FailureHandler)
+	m.mu.RUnlock()
+	if !ok {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			perr = fmt.Errorf("%w: failure handler of task %q: %v (at %s)", ErrPanic, t.Type, r, panicSite())
+		}
+	}()
+	h.TaskFailed(ctx, t, err)
+	return nil
 }
 
 // panicSite names the file and line that panicked, called from a deferred recover.

@@ -92,6 +92,46 @@ func TestServeMux(t *testing.T) {
 	}
 }
 
+// failureRecorder is a FailureHandler that records what it is told.
+type failureRecorder struct {
+	told   []string
+	panics bool
+}
+
+func (f *failureRecorder) ProcessTask(context.Context, workers.Task) error { return nil }
+
+func (f *failureRecorder) TaskFailed(_ context.Context, t workers.Task, err error) {
+	if f.panics {
+		panic("bookkeeping bug")
+	}
+	f.told = append(f.told, t.ID+": "+err.Error())
+}
+
+func TestServeMuxFail(t *testing.T) {
+	ctx := context.Background()
+	mux := workers.NewServeMux()
+	rec := &failureRecorder{}
+	mux.Handle("owned", rec)
+	mux.HandleFunc("plain", func(context.Context, workers.Task) error { return nil })
+	mux.Handle("buggy", &failureRecorder{panics: true})
+
+	if err := mux.Fail(ctx, workers.Task{Type: "owned", ID: "1"}, errors.New("boom")); err != nil || len(rec.told) != 1 || rec.told[0] != "1: boom" {
+		t.Errorf("Fail to a FailureHandler = %v, told %q; want it told once", err, rec.told)
+	}
+	for _, typ := range []string{"plain", "unknown"} {
+		if err := mux.Fail(ctx, workers.Task{Type: typ}, errors.New("boom")); err != nil {
+			t.Errorf("Fail of a %s task = %v, want nil (nobody to tell)", typ, err)
+		}
+	}
+	if len(rec.told) != 1 {
+		t.Errorf("a FailureHandler was told of another type's failure: %q", rec.told)
+	}
+	err := mux.Fail(ctx, workers.Task{Type: "buggy"}, errors.New("boom"))
+	if !errors.Is(err, workers.ErrPanic) || !strings.Contains(err.Error(), "bookkeeping bug") {
+		t.Errorf("Fail with a panicking TaskFailed = %v, want ErrPanic naming the panic", err)
+	}
+}
+
 func TestServeMuxPanicsOnWiringMistakes(t *testing.T) {
 	tests := []struct {
 		name string

@@ -24,8 +24,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"svc/agent/agenttest"
-	"svc/builder"
 	"svc/builder/gittest"
+	"svc/bundle"
 	"svc/client"
 	"svc/runner/models/modelstest"
 )
@@ -260,11 +260,11 @@ func chatSessions(t *testing.T, p *benchPlatform, slug, token string) []string {
 // those files answers.
 func treeDigest(t *testing.T, files map[string]string) string {
 	t.Helper()
-	tree, err := builder.FromFiles(files, builder.Limits{})
+	tree, err := bundle.FromFiles(files, bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest, err := builder.Digest(tree)
+	digest, err := bundle.Digest(tree)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"svc/auth"
 	"svc/builder"
+	"svc/deploy"
 	"svc/migrations"
 	"svc/registry"
 	"svc/registry/fsobjects"
@@ -26,7 +27,8 @@ import (
 )
 
 // platform is what every server role stands on: the database, the object store, credentials,
-// the deployment state machine and the build pipeline with its queue.
+// the deployment state machine and the build queue. The roles build on it what they run: the
+// Deployer of the API (newAPI) and the build handler of the workers (buildMux).
 type platform struct {
 	cfg       Config
 	log       *slog.Logger
@@ -41,7 +43,6 @@ type platform struct {
 	deploys   *registry.Deployments
 	// revocations verifies runtime tokens and refuses those of revoked minters (runners).
 	revocations *auth.Revocations
-	pipeline    *workers.Pipeline
 	queue       workers.Queue
 	closers     []func() error
 }
@@ -143,26 +144,21 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	p.stores = registry.NewStores(p.db, p.cipher, p.objects, webhook.NormalizeRepoURL)
 	p.deploys = p.stores.Deployments
 
-	// 4. Queue and pipeline.
-	p.pipeline = &workers.Pipeline{
-		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Limits: builder.DefaultLimits(), Logger: log,
-		Sources: workers.NewRegistrySources(p.stores),
-	}
+	// 4. Queue.
 	if cfg.RedisURL != "" {
-		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})
+		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("queue (REDIS_URL): %w", err)
 		}
 		p.queue = q
 		p.closers = append(p.closers, q.Close)
 	} else {
-		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, OnFailure: p.pipeline.OnFailure, Logger: log})
+		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
 		p.queue = q
 	}
-	p.pipeline.Queue = p.queue
 	return p, nil
 }
 
@@ -190,11 +186,29 @@ func (p *platform) bootstrap(ctx context.Context) (string, error) {
 	return value, nil
 }
 
-// buildMux is the queue's task routing.
-func (p *platform) buildMux() *workers.ServeMux {
+// buildMux is the queue's task routing: the build handler. commits, when not nil, is the cache
+// this process's Deployer fills (svc up).
+func (p *platform) buildMux(commits *workers.CommitCache) *workers.ServeMux {
 	mux := workers.NewServeMux()
-	mux.Handle(workers.TaskBuild, p.pipeline)
+	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
+		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Sources: workers.NewRegistrySources(p.stores),
+		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Logger: p.log,
+	}))
 	return mux
+}
+
+// newDeployer is the push and redeploy policy of the API. commits, when not nil, is the cache
+// this process's build handler takes from (svc up).
+func (p *platform) newDeployer(commits *workers.CommitCache) *deploy.Deployer {
+	return deploy.New(deploy.Config{
+		Deployments: p.deploys, Queue: p.queue, Sources: workers.NewRegistrySources(p.stores), Pushes: p.stores.Pushes,
+		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Logger: p.log,
+	})
+}
+
+// credentials resolves agents' git credentials: their secrets, then this process's environment.
+func (p *platform) credentials() builder.Credentials {
+	return builder.Credentials{Secrets: p.stores.Secrets}
 }
 
 func (p *platform) close() {

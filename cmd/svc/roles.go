@@ -17,7 +17,7 @@ import (
 
 	"svc/agent"
 	"svc/api"
-	"svc/builder"
+	"svc/bundle"
 	"svc/registry"
 	"svc/runner"
 	"svc/runner/approvals"
@@ -104,7 +104,12 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	return runner.NewRouter(runner.Config{
 		Resolver: p.deploys, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: func(ctx context.Context, d registry.Deployment) (*agent.Agent, error) {
-			b, err := builder.OpenBundle(ctx, p.objects, d.BundleKey)
+			rc, _, err := p.objects.Get(ctx, d.BundleKey)
+			if err != nil {
+				return nil, fmt.Errorf("open bundle %s: %w", d.BundleKey, err)
+			}
+			defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
+			b, err := bundle.Read(rc, d.BundleKey)
 			if err != nil {
 				return nil, err
 			}
@@ -151,10 +156,12 @@ func (p *platform) envOf(agentID string) func(string) (string, bool) {
 	}
 }
 
-func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl) (*api.API, error) {
+// newAPI is the platform API; commits, when not nil, is shared with the build handler of this
+// process (svc up).
+func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commits *workers.CommitCache) (*api.API, error) {
 	return api.New(api.Deps{
 		Stores: p.stores, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer,
-		AppsDomain: appsDomain, Logger: p.log, Metrics: prometheus.NewRegistry(), Pipeline: p.pipeline, Runtimes: runtimes,
+		AppsDomain: appsDomain, Logger: p.log, Metrics: prometheus.NewRegistry(), Deployer: p.newDeployer(commits), Runtimes: runtimes,
 	})
 }
 
@@ -170,13 +177,14 @@ func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 }
 
 // runQueue processes build tasks until ctx is done, after re-enqueueing builds left queued.
-func (p *platform) runQueue(ctx context.Context) error {
-	if n, err := p.pipeline.Recover(ctx); err != nil {
+// commits, when not nil, is shared with the API of this process (svc up).
+func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache) error {
+	if n, err := workers.RecoverBuilds(ctx, p.queue, p.deploys); err != nil {
 		p.log.Warn("re-enqueue queued builds", "err", err)
 	} else if n > 0 {
 		p.log.Info("re-enqueued queued builds", "count", n)
 	}
-	return p.queue.Run(ctx, p.buildMux())
+	return p.queue.Run(ctx, p.buildMux(commits))
 }
 
 func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
@@ -191,8 +199,6 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		return err
 	}
 	defer p.close()
-	// Webhooks and builds share this process: a pushed commit is fetched once.
-	p.pipeline.Trees = workers.NewTreeCache(8, 5*time.Minute)
 	token, err := p.bootstrap(ctx)
 	if err != nil {
 		return err
@@ -203,7 +209,9 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	}
 	defer router.Close()
 	appsDomain := appsDomainFor(cfg, ln.Addr())
-	a, err := p.newAPI(appsDomain, router)
+	// Webhooks and builds share this process: a pushed commit is fetched once.
+	commits := workers.NewCommitCache(8, 5*time.Minute)
+	a, err := p.newAPI(appsDomain, router, commits)
 	if err != nil {
 		return err
 	}
@@ -216,7 +224,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		func(ctx context.Context) error {
 			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { router.Close() })
 		},
-		p.runQueue,
+		func(ctx context.Context) error { return p.runQueue(ctx, commits) },
 		p.revocations.Run,
 	)
 }
@@ -230,7 +238,7 @@ func roleAPI(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logg
 	if _, err := p.bootstrap(ctx); err != nil {
 		return err
 	}
-	a, err := p.newAPI(cfg.AppsDomain, nil)
+	a, err := p.newAPI(cfg.AppsDomain, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -250,7 +258,7 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		redisAt = u.Redacted()
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
-	return p.runQueue(ctx)
+	return p.runQueue(ctx, nil)
 }
 
 func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {

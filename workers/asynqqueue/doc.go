@@ -11,12 +11,12 @@
 //     by type and payload for a TTL, which is not the contract.)
 //   - Retries: the task is given asynq.MaxRetry(MaxRetry+1), one more than asked. Our handler
 //     wrapper turns the failure of the last allowed attempt (and any error wrapping
-//     workers.ErrSkipRetry) into asynq.SkipRetry itself, and the ErrorHandler calls OnFailure for
-//     exactly those. The spare retry exists for one case only: asynq's recoverer re-queues a task
-//     whose worker died, but when that was the last attempt it archives it silently, without any
-//     hook. With the spare retry the task comes back, the wrapper sees that its attempts are used
-//     up, does not run the handler, and fails it through the hook with workers.ErrWorkerLost (or
-//     the error asynq recorded).
+//     workers.ErrSkipRetry) into asynq.SkipRetry itself, and the ErrorHandler tells the task's
+//     handler (workers.ServeMux.Fail) of exactly those. The spare retry exists for one case only:
+//     asynq's recoverer re-queues a task whose worker died, but when that was the last attempt it
+//     archives it silently, without calling any handler. With the spare retry the task comes back,
+//     the wrapper sees that its attempts are used up, does not run the handler, and fails it with
+//     workers.ErrWorkerLost (or the error asynq recorded), which the handler is told.
 //   - Backoff is asynq's RetryDelayFunc set to workers.RetryDelay.
 //   - Timeouts: asynq keeps timeouts in whole seconds, so the exact timeout travels in a task
 //     header and the wrapper applies it; asynq's own timeout is that rounded up plus a grace, as a

@@ -48,8 +48,6 @@ type Config struct {
 	PollInterval time.Duration
 	// RetryBase is the first retry delay (default workers.DefaultRetryBase); see workers.RetryDelay.
 	RetryBase time.Duration
-	// OnFailure, when set, is called once for each task that fails for good.
-	OnFailure workers.FailureFunc
 	// Logger receives the queue's and asynq's logs (default slog.Default()).
 	Logger *slog.Logger
 }

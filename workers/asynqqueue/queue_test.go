@@ -57,7 +57,6 @@ func openQueue(tb testing.TB, addr string, cfg queuetest.Config) workers.Queue {
 		Concurrency:  cfg.Concurrency,
 		PollInterval: cfg.PollInterval,
 		RetryBase:    cfg.RetryBase,
-		OnFailure:    cfg.OnFailure,
 		Logger:       cfg.Logger,
 	})
 	if err != nil {

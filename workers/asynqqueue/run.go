@@ -13,8 +13,8 @@ import (
 	"svc/workers"
 )
 
-// hookTimeout bounds one call of Config.OnFailure.
-const hookTimeout = time.Minute
+// failTimeout bounds one call of a handler's TaskFailed.
+const failTimeout = time.Minute
 
 // Run starts an asynq server on the queue and processes tasks with mux's handlers until ctx is
 // done, then shuts the server down, waiting for the handlers in flight; see workers.Queue.
@@ -25,6 +25,7 @@ func (q *Queue) Run(ctx context.Context, mux *workers.ServeMux) error {
 	if err := q.rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("asynqqueue: redis unreachable: %w", err)
 	}
+	onError := func(ctx context.Context, at *asynq.Task, err error) { q.handleError(ctx, at, err, mux) }
 	srv := asynq.NewServerFromRedisClient(q.rdb, asynq.Config{
 		Concurrency: q.cfg.Concurrency,
 		// Handlers keep ctx's values but not its cancellation: stopping waits for them.
@@ -35,7 +36,7 @@ func (q *Queue) Run(ctx context.Context, mux *workers.ServeMux) error {
 			return workers.RetryDelay(q.cfg.RetryBase, n+1)
 		},
 		Queues:       map[string]int{q.cfg.Queue: 1},
-		ErrorHandler: asynq.ErrorHandlerFunc(q.handleError),
+		ErrorHandler: asynq.ErrorHandlerFunc(onError),
 		Logger:       logger{q.log},
 		LogLevel:     asynq.InfoLevel,
 		// Each in-flight handler is bounded by its own deadline, never cut off by shutdown.
@@ -58,7 +59,7 @@ func (q *Queue) Run(ctx context.Context, mux *workers.ServeMux) error {
 }
 
 // terminalError marks the final failure of a task: asynq archives it (SkipRetry) and the
-// ErrorHandler calls the failure hook with err.
+// ErrorHandler tells the task's handler with err (ServeMux.Fail).
 type terminalError struct{ err error }
 
 func (e *terminalError) Error() string   { return e.err.Error() }
@@ -110,8 +111,8 @@ func (q *Queue) lostError(id string, attempts int) error {
 	}
 }
 
-// handleError is asynq's ErrorHandler: it logs failures and calls the failure hook for final ones.
-func (q *Queue) handleError(ctx context.Context, at *asynq.Task, err error) {
+// handleError is asynq's ErrorHandler: it logs failures and tells the task's handler of final ones.
+func (q *Queue) handleError(ctx context.Context, at *asynq.Task, err error, mux *workers.ServeMux) {
 	id, _ := asynq.GetTaskID(ctx)
 	retried, _ := asynq.GetRetryCount(ctx)
 	log := q.log.With("task_id", id, "task_type", at.Type(), "attempt", retried+1)
@@ -121,17 +122,11 @@ func (q *Queue) handleError(ctx context.Context, at *asynq.Task, err error) {
 		return
 	}
 	log.Warn("task failed for good", "error", final.err)
-	if q.cfg.OnFailure == nil {
-		return
-	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hookTimeout)
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failTimeout)
 	defer cancel()
-	defer func() {
-		if p := recover(); p != nil {
-			log.Error("failure hook panicked", "panic", p)
-		}
-	}()
-	q.cfg.OnFailure(hctx, workers.Task{Type: at.Type(), Payload: at.Payload(), ID: id}, final.err)
+	if err := mux.Fail(hctx, workers.Task{Type: at.Type(), Payload: at.Payload(), ID: id}, final.err); err != nil {
+		log.Error("tell the handler its task failed", "error", err)
+	}
 }
 
 // logger adapts slog to asynq's Logger.

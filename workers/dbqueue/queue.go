@@ -45,8 +45,6 @@ type Config struct {
 	RetryBase time.Duration
 	// Retention is how long finished jobs are kept (default 24h).
 	Retention time.Duration
-	// OnFailure, when set, is called once for each task that fails for good.
-	OnFailure workers.FailureFunc
 	// Logger receives the queue's logs (default slog.Default()).
 	Logger *slog.Logger
 }

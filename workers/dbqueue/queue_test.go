@@ -60,7 +60,6 @@ func openQueue(tb testing.TB, addr string, cfg queuetest.Config) workers.Queue {
 		PollInterval: cfg.PollInterval,
 		Lease:        cfg.Lease,
 		RetryBase:    cfg.RetryBase,
-		OnFailure:    cfg.OnFailure,
 		Logger:       cfg.Logger,
 	})
 	if err != nil {
@@ -123,16 +122,25 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// failingHandler always fails, and says so on the channel when it is told that its task failed
+// for good.
+type failingHandler chan struct{}
+
+func (failingHandler) ProcessTask(context.Context, workers.Task) error {
+	return errors.New("always bad")
+}
+
+func (f failingHandler) TaskFailed(context.Context, workers.Task, error) { f <- struct{}{} }
+
 // TestRows checks what the jobs table records: done and failed rows with their attempts and
 // error, and that Run sweeps finished rows older than Retention when it starts.
 func TestRows(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		failed := make(chan struct{}, 1)
+		failed := make(failingHandler, 1)
 		q, err := dbqueue.New(db, dbqueue.Config{
 			PollInterval: 10 * time.Millisecond,
 			RetryBase:    time.Millisecond,
-			OnFailure:    func(context.Context, workers.Task, error) { failed <- struct{}{} },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -140,7 +148,7 @@ func TestRows(t *testing.T) {
 		mux := workers.NewServeMux()
 		done := make(chan struct{}, 1)
 		mux.HandleFunc("ok", func(context.Context, workers.Task) error { done <- struct{}{}; return nil })
-		mux.HandleFunc("bad", func(context.Context, workers.Task) error { return errors.New("always bad") })
+		mux.Handle("bad", failed)
 		for _, task := range []workers.Task{{Type: "ok", ID: "ok"}, {Type: "bad", ID: "bad"}} {
 			if err := q.Enqueue(ctx, task, workers.MaxRetry(1)); err != nil {
 				t.Fatal(err)

@@ -18,8 +18,8 @@ const (
 	sweepInterval = time.Minute
 	// dbTimeout bounds each bookkeeping statement.
 	dbTimeout = 30 * time.Second
-	// hookTimeout bounds one call of Config.OnFailure.
-	hookTimeout = time.Minute
+	// failTimeout bounds one call of a handler's TaskFailed.
+	failTimeout = time.Minute
 	// abandonGrace is how long a worker waits for a handler whose ctx has ended before it records
 	// the attempt as failed and leaves the handler's goroutine behind.
 	abandonGrace = 2 * time.Second
@@ -235,8 +235,9 @@ func (r *run) retry(j *job, workerID string, cause error, log *slog.Logger) {
 	r.logOutcome(log, "schedule retry", owned, err)
 }
 
-// fail records the final error, calls the failure hook, then marks the job failed. The hook runs
-// before the final mark so that a crash in between repeats the hook rather than skipping it.
+// fail records the final error, tells the task's handler (ServeMux.Fail), then marks the job
+// failed. The handler is told before the final mark so that a crash in between tells it again
+// rather than never.
 func (r *run) fail(j *job, workerID string, t workers.Task, cause error, log *slog.Logger) {
 	log.Warn("task failed for good", "error", cause)
 	owned, err := r.update(`UPDATE jobs SET last_error = ?, updated_at = ?
@@ -245,24 +246,18 @@ func (r *run) fail(j *job, workerID string, t workers.Task, cause error, log *sl
 		r.logOutcome(log, "record failure", owned, err)
 		return
 	}
-	r.callHook(t, cause, log)
+	r.tellHandler(t, cause, log)
 	owned, err = r.update(`UPDATE jobs SET state = 'failed', lease_until = NULL, updated_at = ?
 		WHERE id = ? AND worker_id = ? AND state = 'running'`, r.q.now(), j.ID, workerID)
 	r.logOutcome(log, "mark job failed", owned, err)
 }
 
-func (r *run) callHook(t workers.Task, cause error, log *slog.Logger) {
-	if r.q.cfg.OnFailure == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.base, hookTimeout)
+func (r *run) tellHandler(t workers.Task, cause error, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(r.base, failTimeout)
 	defer cancel()
-	defer func() {
-		if p := recover(); p != nil {
-			log.Error("failure hook panicked", "panic", p)
-		}
-	}()
-	r.q.cfg.OnFailure(ctx, t, cause)
+	if err := r.mux.Fail(ctx, t, cause); err != nil {
+		log.Error("tell the handler its task failed", "error", err)
+	}
 }
 
 func (r *run) logOutcome(log *slog.Logger, what string, owned bool, err error) {

@@ -56,11 +56,10 @@ func HelperProcess(t *testing.T, openQueue func(tb testing.TB, addr string, cfg 
 
 // testCrash kills a worker process mid-task and checks that another worker completes the task
 // exactly once more; when lastAttempt is set, the lost attempt was the only one allowed, and the
-// task must fail through the hook with ErrWorkerLost without running again.
+// task must fail with ErrWorkerLost, told to its handler, without running again.
 func testCrash(t *testing.T, h Harness, lastAttempt bool) {
 	l := newRecorder()
 	cfg := baseConfig(t)
-	cfg.OnFailure = l.onFailure
 	addr := h.New(t)
 	q := h.Open(t, addr, cfg)
 	file := filepath.Join(t.TempDir(), "events")
@@ -88,7 +87,7 @@ func testCrash(t *testing.T, h Harness, lastAttempt bool) {
 
 	// 3. A new worker picks the task up again.
 	mux := workers.NewServeMux()
-	mux.HandleFunc(crashType, func(ctx context.Context, task workers.Task) error {
+	l.handle(mux, crashType, func(ctx context.Context, task workers.Task) error {
 		attempt := workers.Attempt(ctx)
 		if err := appendLine(file, fmt.Sprintf("start %s %d", task.ID, attempt)); err != nil {
 			return err
@@ -114,9 +113,9 @@ func testCrash(t *testing.T, h Harness, lastAttempt bool) {
 	errs := l.failures("crash")
 	switch {
 	case lastAttempt && (len(errs) != 1 || !errors.Is(errs[0], workers.ErrWorkerLost)):
-		t.Errorf("OnFailure errors = %v, want one wrapping ErrWorkerLost", errs)
+		t.Errorf("TaskFailed errors = %v, want one wrapping ErrWorkerLost", errs)
 	case !lastAttempt && len(errs) != 0:
-		t.Errorf("OnFailure called with %v for a task that completed", errs)
+		t.Errorf("TaskFailed called with %v for a task that completed", errs)
 	}
 	// The task is finished either way: its ID is free.
 	if err := q.Enqueue(context.Background(), workers.Task{Type: crashType, ID: "crash"}); err != nil {

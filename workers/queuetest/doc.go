@@ -12,7 +12,7 @@
 //
 // which does nothing unless the suite started it.
 //
-// Waiting in the suite is for events (a handler ran, a hook fired), bounded only by a generous
+// Waiting in the suite is for events (a handler ran, a handler was told of a failure), bounded only by a generous
 // limit that turns a hang into a failure; no assertion depends on speed. The one exception is
 // documented where it is: the graceful-stop test pauses briefly to give a broken Run the chance
 // to return early.

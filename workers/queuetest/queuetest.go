@@ -23,8 +23,6 @@ type Config struct {
 	// Lease is how long a claim lasts without a heartbeat; implementations whose lease is fixed
 	// ignore it (and provide Harness.ExpireLeases).
 	Lease time.Duration
-	// OnFailure is the queue's failure hook.
-	OnFailure workers.FailureFunc
 	// Logger receives the queue's logs.
 	Logger *slog.Logger
 }

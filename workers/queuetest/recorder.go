@@ -10,11 +10,12 @@ import (
 	"svc/workers"
 )
 
-// recorder records what handlers and hooks saw, and lets the test wait for it.
+// recorder records what handlers saw, and the failures they were told of, and lets the test wait
+// for it.
 type recorder struct {
 	mu      sync.Mutex
 	events  []string
-	errs    map[string][]error // failure-hook errors by task ID
+	errs    map[string][]error // errors given to TaskFailed, by task ID
 	tasks   map[string][]workers.Task
 	changed chan struct{} // closed and replaced on every change
 }
@@ -31,8 +32,27 @@ func (l *recorder) add(ev string) {
 	l.changed = make(chan struct{})
 }
 
-// onFailure is a failure hook that records its calls.
-func (l *recorder) onFailure(_ context.Context, t workers.Task, err error) {
+// handle registers fn for taskType on mux as a workers.FailureHandler whose TaskFailed calls l
+// records.
+func (l *recorder) handle(mux *workers.ServeMux, taskType string, fn workers.HandlerFunc) {
+	mux.Handle(taskType, recordingHandler{HandlerFunc: fn, l: l})
+}
+
+// recordingHandler is a handler of the suite that records the failures it is told of.
+type recordingHandler struct {
+	workers.HandlerFunc
+	l *recorder
+}
+
+var _ workers.FailureHandler = recordingHandler{}
+
+// TaskFailed implements workers.FailureHandler.
+func (h recordingHandler) TaskFailed(ctx context.Context, t workers.Task, err error) {
+	h.l.failed(t, err)
+}
+
+// failed records that t failed for good with err.
+func (l *recorder) failed(t workers.Task, err error) {
 	l.mu.Lock()
 	l.errs[t.ID] = append(l.errs[t.ID], err)
 	l.tasks[t.ID] = append(l.tasks[t.ID], t)

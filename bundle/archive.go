@@ -1,4 +1,4 @@
-package builder
+package bundle
 
 import (
 	"archive/tar"
@@ -9,6 +9,11 @@ import (
 	"io/fs"
 	"path"
 )
+
+// The source archive is how a hosted source version is uploaded (POST .../source-versions with a
+// tar.gz body) and how it is stored (registry.SourceVersions keeps the bytes WriteTarGz gives):
+// a gzip-compressed tar of the tree. ReadTarGz reads any such archive; WriteTarGz writes the
+// canonical one.
 
 // ReadTarGz reads a gzip-compressed tar archive of a source tree (a hosted source version, CONTRACT
 // §3) into an in-memory tree. The archive's root is the tree's root (a leading "./" is allowed).
@@ -24,7 +29,7 @@ func ReadTarGz(r io.Reader, limits Limits) (fs.FS, error) {
 		return nil, fmt.Errorf("read tar.gz: %w", err)
 	}
 	defer zr.Close() //nolint:errcheck // the reader has been consumed or the error below says more
-	b := newTreeBuilder(limits)
+	b := NewTreeBuilder(limits)
 	tr := tar.NewReader(zr)
 	for {
 		hdr, err := tr.Next()
@@ -38,18 +43,18 @@ func ReadTarGz(r io.Reader, limits Limits) (fs.FS, error) {
 			return nil, err
 		}
 	}
-	return b.finish()
+	return asFS(b.Finish())
 }
 
 // addTarEntry records one archive entry.
-func (b *treeBuilder) addTarEntry(hdr *tar.Header, tr *tar.Reader) error {
+func (b *TreeBuilder) addTarEntry(hdr *tar.Header, tr *tar.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA still appears in old archives
-		return b.addFile(hdr.Name, hdr.Size, func() ([]byte, error) { return readExactly(tr, hdr.Size) })
+		return b.AddFile(hdr.Name, hdr.Size, func() ([]byte, error) { return readExactly(tr, hdr.Size) })
 	case tar.TypeDir:
-		return b.addDir(hdr.Name)
+		return b.AddDir(hdr.Name)
 	case tar.TypeSymlink:
-		return b.addLink(hdr.Name, hdr.Linkname)
+		return b.AddLink(hdr.Name, hdr.Linkname)
 	case tar.TypeLink:
 		// A hard link names another entry by its path from the archive's root; record it as a
 		// symbolic link relative to the link's folder so both resolve alike.
@@ -65,7 +70,7 @@ func (b *treeBuilder) addTarEntry(hdr *tar.Header, tr *tar.Reader) error {
 		if err != nil {
 			return err
 		}
-		return b.addLink(p, relativeTo(path.Dir(p), target))
+		return b.AddLink(p, relativeTo(path.Dir(p), target))
 	case tar.TypeXGlobalHeader:
 		return nil // metadata only; archive/tar applies it
 	default:
@@ -88,4 +93,47 @@ func relativeTo(dir, target string) string {
 		up += "../"
 	}
 	return up + target
+}
+
+// WriteTarGz writes the regular files of fsys to w as a deterministic tar.gz: entries in path
+// order, folders implied, mode 0644, zero times and owners. The same files give the same bytes,
+// and ReadTarGz reads them back into the same tree. A symbolic link or other special file of fsys
+// is an error (a Tree holds none).
+func WriteTarGz(w io.Writer, fsys fs.FS) error {
+	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return fmt.Errorf("pack source tree: %w", err)
+	}
+	tw := tar.NewWriter(zw)
+	err = fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: 0o644, Size: int64(len(data))}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("pack source tree: %w", err)
+	}
+	return nil
 }

@@ -1,9 +1,8 @@
-package builder
+package bundle
 
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,12 +18,11 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"svc/agent"
-	"svc/registry"
 )
 
-// BundleFormat is the manifest's "format": the layout of the bundle described in the package
+// Format is the manifest's "format": the layout of the bundle described in the package
 // documentation. A reader refuses any other value.
-const BundleFormat = "svc-bundle/1"
+const Format = "svc-bundle/1"
 
 // Paths inside a bundle.
 const (
@@ -37,6 +35,22 @@ const (
 // maxBundleSize bounds a bundle, compressed and unpacked: four times the default tree limit, room
 // for the compiled JavaScript (with inline source maps) of trees at the limit.
 const maxBundleSize = 4 * DefaultMaxTotalSize
+
+// keyPattern matches the object key Key gives, capturing the hex digest.
+var keyPattern = regexp.MustCompile(`^bundles/[^/]+/([0-9a-f]{64})\.tar\.zst$`)
+
+// Key is the object key of a bundle of the agent slug whose bytes have digest ("sha256:<hex>", as
+// Bundle.Digest and Pack's caller compute it): bundles/<slug>/<hex>.tar.zst. The same tree and
+// origin give the same bytes, hence the same key, and Read checks the bytes against it.
+func Key(slug, digest string) string {
+	return "bundles/" + slug + "/" + strings.TrimPrefix(digest, "sha256:") + ".tar.zst"
+}
+
+// DigestOf returns "sha256:<hex>" of bundle bytes, the digest Key and Bundle.Digest use.
+func DigestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 
 // Manifest is the bundle's manifest.json. It holds no timestamps, so the same tree and inputs give
 // the same bytes.
@@ -60,13 +74,22 @@ type ManifestTool struct {
 	Layout    string `json:"layout"`    // handler | tool.ts
 }
 
-func newManifest(ag *agent.Agent, digest string, in BuildInput) Manifest {
+// Origin is where a bundle's tree came from, as its manifest records it.
+type Origin struct {
+	Commit          string
+	Branch          string
+	SourceVersionID string
+}
+
+// NewManifest is the manifest of a bundle of ag, loaded from a tree of the given Digest that came
+// from origin.
+func NewManifest(ag *agent.Agent, digest string, origin Origin) Manifest {
 	m := Manifest{
-		Format:          BundleFormat,
+		Format:          Format,
 		Digest:          digest,
-		Commit:          in.Commit,
-		Branch:          in.Branch,
-		SourceVersionID: in.SourceVersionID,
+		Commit:          origin.Commit,
+		Branch:          origin.Branch,
+		SourceVersionID: origin.SourceVersionID,
 		Name:            ag.Config.Name,
 		Version:         ag.Config.Version,
 		Tools:           []ManifestTool{},
@@ -84,9 +107,11 @@ func newManifest(ag *agent.Agent, digest string, in BuildInput) Manifest {
 	return m
 }
 
-// pack writes the bundle: a tar archive (GNU format, entries in byte order of their names, regular
-// files only, mode 0644, uid and gid 0, modification time 0) compressed with zstd in one frame.
-func pack(tree *memFS, js map[string]string, m Manifest) ([]byte, error) {
+// Pack writes the bundle of tree, with js (tool name → compiled JavaScript) and manifest m: a tar
+// archive (GNU format, entries in byte order of their names, regular files only, mode 0644, uid
+// and gid 0, modification time 0) compressed with zstd in one frame. The same arguments give the
+// same bytes. A bundle that would unpack to more than the bundle size limit is an error.
+func Pack(tree *Tree, js map[string]string, m Manifest) ([]byte, error) {
 	manifest, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode manifest: %w", err)
@@ -146,41 +171,33 @@ type Bundle struct {
 	JS map[string]string
 }
 
-var bundleKeyPattern = regexp.MustCompile(`^bundles/[^/]+/([0-9a-f]{64})\.tar\.zst$`)
-
-// OpenBundle reads and unpacks the bundle stored under key. When key has the form Build gives it
-// (bundles/<agent>/<sha256>.tar.zst), the bytes must hash to that digest, else the error wraps
-// ErrBadBundle. A missing object returns an error wrapping registry.ErrNotFound.
-func OpenBundle(ctx context.Context, obj registry.Objects, key string) (*Bundle, error) {
-	rc, _, err := obj.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("open bundle %s: %w", key, err)
-	}
-	defer rc.Close() //nolint:errcheck // read-only; a read error is reported below
-	data, err := io.ReadAll(io.LimitReader(rc, maxBundleSize+1))
+// Read reads and unpacks the bundle stored under key from r, the object's content (the caller
+// opens it from its object store and closes it). When key has the form Key gives it, the bytes
+// must hash to that digest, else the error wraps ErrBadBundle. Errors name the key.
+func Read(r io.Reader, key string) (*Bundle, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxBundleSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("open bundle %s: %w", key, err)
 	}
 	if len(data) > maxBundleSize {
 		return nil, fmt.Errorf("open bundle %s: %w: more than %d bytes", key, ErrBadBundle, maxBundleSize)
 	}
-	if m := bundleKeyPattern.FindStringSubmatch(key); m != nil {
-		sum := sha256.Sum256(data)
-		if got := hex.EncodeToString(sum[:]); got != m[1] {
-			return nil, fmt.Errorf("open bundle %s: %w: content digest is sha256:%s", key, ErrBadBundle, got)
+	if m := keyPattern.FindStringSubmatch(key); m != nil {
+		if got := DigestOf(data); got != "sha256:"+m[1] {
+			return nil, fmt.Errorf("open bundle %s: %w: content digest is %s", key, ErrBadBundle, got)
 		}
 	}
-	b, err := ReadBundle(data)
+	b, err := Unpack(data)
 	if err != nil {
 		return nil, fmt.Errorf("open bundle %s: %w", key, err)
 	}
 	return b, nil
 }
 
-// ReadBundle unpacks bundle bytes, within size limits. It checks the layout, the manifest's format,
+// Unpack unpacks bundle bytes, within size limits. It checks the layout, the manifest's format,
 // that the source tree matches the manifest's digest and that there is JavaScript for exactly the
 // tools the manifest lists; any failure wraps ErrBadBundle.
-func ReadBundle(data []byte) (*Bundle, error) {
+func Unpack(data []byte) (*Bundle, error) {
 	if len(data) > maxBundleSize {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrBadBundle, maxBundleSize)
 	}
@@ -193,11 +210,10 @@ func ReadBundle(data []byte) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: zstd: %w", ErrBadBundle, err)
 	}
-	sum := sha256.Sum256(data)
-	b := &Bundle{Digest: "sha256:" + hex.EncodeToString(sum[:]), JS: map[string]string{}}
+	b := &Bundle{Digest: DigestOf(data), JS: map[string]string{}}
 	// The tree limits are the ones every build applied (a build cannot raise them), so any tree
 	// a build accepted opens here; the bundle holds only its files, folders being implied.
-	tree := newTreeBuilder(DefaultLimits())
+	tree := NewTreeBuilder(DefaultLimits())
 	var manifest []byte
 	tr := tar.NewReader(bytes.NewReader(raw))
 	for {
@@ -217,7 +233,7 @@ func ReadBundle(data []byte) (*Bundle, error) {
 				return nil, fmt.Errorf("%w: %s: %w", ErrBadBundle, name, err)
 			}
 		case strings.HasPrefix(name, srcPrefix):
-			if err := tree.addFile(strings.TrimPrefix(name, srcPrefix), hdr.Size, func() ([]byte, error) { return readExactly(tr, hdr.Size) }); err != nil {
+			if err := tree.AddFile(strings.TrimPrefix(name, srcPrefix), hdr.Size, func() ([]byte, error) { return readExactly(tr, hdr.Size) }); err != nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrBadBundle, name, err)
 			}
 		case strings.HasPrefix(name, toolsPrefix) && strings.HasSuffix(name, jsSuffix) && !strings.Contains(name[len(toolsPrefix):], "/"):
@@ -236,10 +252,10 @@ func ReadBundle(data []byte) (*Bundle, error) {
 	if err := json.Unmarshal(manifest, &b.Manifest); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadBundle, manifestPath, err)
 	}
-	if b.Manifest.Format != BundleFormat {
-		return nil, fmt.Errorf("%w: %s: format %q, want %q", ErrBadBundle, manifestPath, b.Manifest.Format, BundleFormat)
+	if b.Manifest.Format != Format {
+		return nil, fmt.Errorf("%w: %s: format %q, want %q", ErrBadBundle, manifestPath, b.Manifest.Format, Format)
 	}
-	src, err := tree.finish()
+	src, err := tree.Finish()
 	if err != nil {
 		return nil, fmt.Errorf("%w: src: %w", ErrBadBundle, err)
 	}

@@ -1,4 +1,4 @@
-package builder
+package bundle
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ func TestMemFSLimitsRecheck(t *testing.T) {
 		{Limits{MaxFiles: 1}, ErrTooManyFiles},
 	}
 	for _, tt := range tests {
-		if _, err := snapshot(fsys, tt.limits); !errors.Is(err, tt.kind) {
+		if _, err := Snapshot(fsys, tt.limits); !errors.Is(err, tt.kind) {
 			t.Errorf("snapshot under %+v: error = %v, want %v", tt.limits, err, tt.kind)
 		}
 	}

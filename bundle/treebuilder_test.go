@@ -1,4 +1,4 @@
-package builder
+package bundle
 
 import (
 	"crypto/sha256"
@@ -12,6 +12,7 @@ import (
 	"testing/fstest"
 
 	"svc/agent/agenttest"
+	"svc/bundle/bundletest"
 )
 
 func TestFromFiles(t *testing.T) {
@@ -131,16 +132,16 @@ func TestDigestSameFilesAnyOrigin(t *testing.T) {
 	}
 
 	// Reverse order, odd modes and times, explicit folders: the digest does not change.
-	entries := filesToEntries(files)
-	reversed := []tarEntry{{name: "./", typeflag: '5'}}
+	entries := bundletest.Entries(files)
+	reversed := []bundletest.Entry{{Name: "./", Type: '5'}}
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
-		e.name = "./" + e.name
-		e.mode = 0o755
-		e.mtime = e.mtime.AddDate(0, 0, i)
+		e.Name = "./" + e.Name
+		e.Mode = 0o755
+		e.ModTime = e.ModTime.AddDate(0, 0, i)
 		reversed = append(reversed, e)
 	}
-	fromTar, err := ReadTarGz(strings.NewReader(string(makeTarGz(t, reversed))), Limits{})
+	fromTar, err := ReadTarGz(strings.NewReader(string(bundletest.TarGz(t, reversed))), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

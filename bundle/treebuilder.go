@@ -1,4 +1,4 @@
-package builder
+package bundle
 
 import (
 	"crypto/sha256"
@@ -12,14 +12,15 @@ import (
 	"strings"
 )
 
-// treeBuilder collects the entries of a source tree from any origin (a git tree, a tar archive, a
+// TreeBuilder collects the entries of a source tree from any origin (a git tree, a tar archive, a
 // map, an fs.FS), checks every name and limit as entries arrive, and turns the result into an
 // immutable in-memory tree. Symbolic links are kept aside and resolved at the end: a link to a
 // file inside the tree becomes a copy of that file; a link that leaves the tree, a link to a
 // folder and a broken link are errors naming the link. Since no folder link survives, a target is
 // read lexically from the link's folder (".." cancels the element before it), which is also how
-// every hop of a chain is checked against the root.
-type treeBuilder struct {
+// every hop of a chain is checked against the root. Errors are *SourceError values naming the
+// entry. A TreeBuilder is used by one goroutine, once.
+type TreeBuilder struct {
 	limits Limits
 	files  map[string][]byte
 	links  map[string]string // link path → target as stored
@@ -27,8 +28,10 @@ type treeBuilder struct {
 	total  int64
 }
 
-func newTreeBuilder(limits Limits) *treeBuilder {
-	return &treeBuilder{
+// NewTreeBuilder returns an empty builder of a tree within limits (zero fields take their
+// defaults).
+func NewTreeBuilder(limits Limits) *TreeBuilder {
+	return &TreeBuilder{
 		limits: limits.withDefaults(),
 		files:  map[string][]byte{},
 		links:  map[string]string{},
@@ -65,8 +68,8 @@ func cleanPath(name string, dir bool) (string, error) {
 	return p, nil
 }
 
-// addDir records a folder (and its parents).
-func (b *treeBuilder) addDir(name string) error {
+// AddDir records a folder (and its parents).
+func (b *TreeBuilder) AddDir(name string) error {
 	p, err := cleanPath(name, true)
 	if err != nil {
 		return err
@@ -78,7 +81,7 @@ func (b *treeBuilder) addDir(name string) error {
 }
 
 // checkDepth refuses a path of more than MaxDepth elements.
-func (b *treeBuilder) checkDepth(p string) error {
+func (b *TreeBuilder) checkDepth(p string) error {
 	if n := strings.Count(p, "/") + 1; p != "." && n > b.limits.MaxDepth {
 		return sourceErr(p, ErrTooDeep, "path is %d elements deep, more than the limit of %d", n, b.limits.MaxDepth)
 	}
@@ -86,7 +89,7 @@ func (b *treeBuilder) checkDepth(p string) error {
 }
 
 // addParents records the folders above p, and p itself when self is true.
-func (b *treeBuilder) addParents(p string, self bool) error {
+func (b *TreeBuilder) addParents(p string, self bool) error {
 	d := p
 	if !self {
 		d = path.Dir(p)
@@ -102,7 +105,7 @@ func (b *treeBuilder) addParents(p string, self bool) error {
 }
 
 // claim checks that p is new and that one more file fits the count limit.
-func (b *treeBuilder) claim(name, p string) error {
+func (b *TreeBuilder) claim(name, p string) error {
 	if p == "." {
 		return sourceErr(name, ErrUnsafePath, "a file cannot be the root of the tree")
 	}
@@ -121,9 +124,9 @@ func (b *treeBuilder) claim(name, p string) error {
 	return b.addParents(p, false)
 }
 
-// addFile records a regular file of the given size; read is called only when the size fits the
+// AddFile records a regular file of the given size; read is called only when the size fits the
 // limits and must return exactly size bytes.
-func (b *treeBuilder) addFile(name string, size int64, read func() ([]byte, error)) error {
+func (b *TreeBuilder) AddFile(name string, size int64, read func() ([]byte, error)) error {
 	p, err := cleanPath(name, false)
 	if err != nil {
 		return err
@@ -147,7 +150,7 @@ func (b *treeBuilder) addFile(name string, size int64, read func() ([]byte, erro
 }
 
 // checkSize refuses a file over MaxFileSize or one that takes the total over MaxTotalSize.
-func (b *treeBuilder) checkSize(p string, size int64) error {
+func (b *TreeBuilder) checkSize(p string, size int64) error {
 	if size > b.limits.MaxFileSize {
 		return sourceErr(p, ErrTooLarge, "file is %d bytes, more than the limit of %d bytes", size, b.limits.MaxFileSize)
 	}
@@ -157,9 +160,9 @@ func (b *treeBuilder) checkSize(p string, size int64) error {
 	return nil
 }
 
-// addLink records a symbolic link. A target that is absolute or leaves the tree by its ".."
-// elements is refused at once; the rest is checked when the link is resolved.
-func (b *treeBuilder) addLink(name, target string) error {
+// AddLink records a symbolic link. A target that is absolute or leaves the tree by its ".."
+// elements is refused at once; the rest is checked when the link is resolved (Finish).
+func (b *TreeBuilder) AddLink(name, target string) error {
 	p, err := cleanPath(name, false)
 	if err != nil {
 		return err
@@ -191,7 +194,7 @@ func checkLinkTarget(link, target string) error {
 
 // resolve follows the links on the way to link (itself a link) and returns the regular file it
 // names. Every hop is checked again, so a chain through a folder link cannot leave the tree.
-func (b *treeBuilder) resolve(link string) (string, error) {
+func (b *TreeBuilder) resolve(link string) (string, error) {
 	hops := 0
 	rest := strings.Split(link, "/")
 	cur := "."
@@ -226,9 +229,9 @@ func (b *treeBuilder) resolve(link string) (string, error) {
 	return "", sourceErr(link, ErrUnsupportedFile, "symlink to a folder is not supported")
 }
 
-// finish checks that no file sits under another file or link, resolves the links and returns the
+// Finish checks that no file sits under another file or link, resolves the links and returns the
 // tree.
-func (b *treeBuilder) finish() (*memFS, error) {
+func (b *TreeBuilder) Finish() (*Tree, error) {
 	for _, p := range sortedKeys(b.files) {
 		if err := b.checkParents(p); err != nil {
 			return nil, err
@@ -261,11 +264,11 @@ func (b *treeBuilder) finish() (*memFS, error) {
 		}
 		files[p] = b.files[target]
 	}
-	return newMemFS(files, b.dirs), nil
+	return newTree(files, b.dirs), nil
 }
 
 // checkParents refuses a path whose folder is a file or a link, or that is also a folder.
-func (b *treeBuilder) checkParents(p string) error {
+func (b *TreeBuilder) checkParents(p string) error {
 	if b.dirs[p] {
 		return sourceErr(p, ErrUnsupportedFile, "both a file and a folder")
 	}
@@ -293,14 +296,22 @@ func sortedKeys[V any](m map[string]V) []string {
 // hosted source version, CONTRACT §3). Paths are checked as ReadTarGz checks them, and limits
 // applies (zero fields take their defaults).
 func FromFiles(files map[string]string, limits Limits) (fs.FS, error) {
-	b := newTreeBuilder(limits)
+	b := NewTreeBuilder(limits)
 	for _, name := range sortedKeys(files) {
 		content := files[name]
-		if err := b.addFile(name, int64(len(content)), func() ([]byte, error) { return []byte(content), nil }); err != nil {
+		if err := b.AddFile(name, int64(len(content)), func() ([]byte, error) { return []byte(content), nil }); err != nil {
 			return nil, err
 		}
 	}
-	return b.finish()
+	return asFS(b.Finish())
+}
+
+// asFS returns a Finish result as an fs.FS, nil (not a nil *Tree) on error.
+func asFS(t *Tree, err error) (fs.FS, error) {
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // Digest returns "sha256:<hex>" of the canonical form of the tree: for each regular file in byte
@@ -311,7 +322,7 @@ func FromFiles(files map[string]string, limits Limits) (fs.FS, error) {
 // exceed DefaultLimits are refused (a tree built by this package under larger limits is digested
 // as it is).
 func Digest(fsys fs.FS) (string, error) {
-	m, err := snapshot(fsys, Limits{})
+	m, err := Snapshot(fsys, Limits{})
 	if err != nil {
 		return "", err
 	}
@@ -336,14 +347,17 @@ func digestFiles(files map[string][]byte) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// snapshot returns fsys as an in-memory tree within limits. A tree made by this package is
-// returned as it is once its totals are checked; any other fs.FS is read in full, with symbolic
-// links read through fs.ReadLinkFS.
-func snapshot(fsys fs.FS, limits Limits) (*memFS, error) {
-	if m, ok := fsys.(*memFS); ok {
-		return m, m.check(limits.withDefaults())
+// Snapshot returns fsys as an in-memory tree within limits (zero fields take their defaults). A
+// Tree is returned as it is once its totals are checked; any other fs.FS is read in full, with
+// symbolic links read through fs.ReadLinkFS, under the rules of TreeBuilder.
+func Snapshot(fsys fs.FS, limits Limits) (*Tree, error) {
+	if m, ok := fsys.(*Tree); ok {
+		if err := m.check(limits.withDefaults()); err != nil {
+			return nil, err
+		}
+		return m, nil
 	}
-	b := newTreeBuilder(limits)
+	b := NewTreeBuilder(limits)
 	pending := []string{"."}
 	for len(pending) > 0 {
 		dir := pending[0]
@@ -359,7 +373,7 @@ func snapshot(fsys fs.FS, limits Limits) (*memFS, error) {
 			}
 			switch mode := e.Type(); {
 			case mode.IsDir():
-				if err := b.addDir(p); err != nil {
+				if err := b.AddDir(p); err != nil {
 					return nil, err
 				}
 				pending = append(pending, p)
@@ -368,7 +382,7 @@ func snapshot(fsys fs.FS, limits Limits) (*memFS, error) {
 				if err != nil {
 					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read symlink: %v", err)
 				}
-				if err := b.addLink(p, target); err != nil {
+				if err := b.AddLink(p, target); err != nil {
 					return nil, err
 				}
 			case mode.IsRegular():
@@ -376,7 +390,7 @@ func snapshot(fsys fs.FS, limits Limits) (*memFS, error) {
 				if err != nil {
 					return nil, sourceErr(p, ErrUnsupportedFile, "cannot read file: %v", err)
 				}
-				if err := b.addFile(p, info.Size(), readFile(fsys, p, info.Size())); err != nil {
+				if err := b.AddFile(p, info.Size(), readFile(fsys, p, info.Size())); err != nil {
 					return nil, err
 				}
 			default:
@@ -384,7 +398,7 @@ func snapshot(fsys fs.FS, limits Limits) (*memFS, error) {
 			}
 		}
 	}
-	return b.finish()
+	return b.Finish()
 }
 
 // readFile returns a function reading file p of fsys, which was listed with the given size.

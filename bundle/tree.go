@@ -1,4 +1,4 @@
-package builder
+package bundle
 
 import (
 	"bytes"
@@ -11,10 +11,11 @@ import (
 	"time"
 )
 
-// memFS is an immutable in-memory source tree: regular files and folders only, read-only modes
-// (0444 files, 0555 folders), zero modification times. Every tree this package returns is one, so
-// it can be shared between goroutines and digested once.
-type memFS struct {
+// Tree is an immutable in-memory source tree: regular files and folders only, read-only modes
+// (0444 files, 0555 folders), zero modification times, within the Limits it was built under.
+// Every tree this package returns is one (a TreeBuilder makes them), so it can be shared between
+// goroutines and digested once.
+type Tree struct {
 	files   map[string][]byte
 	dirs    map[string][]fs.DirEntry // folder ("." for the root) → entries sorted by name
 	total   int64
@@ -25,15 +26,15 @@ type memFS struct {
 }
 
 var (
-	_ fs.ReadFileFS = (*memFS)(nil)
-	_ fs.ReadDirFS  = (*memFS)(nil)
-	_ fs.StatFS     = (*memFS)(nil)
+	_ fs.ReadFileFS = (*Tree)(nil)
+	_ fs.ReadDirFS  = (*Tree)(nil)
+	_ fs.StatFS     = (*Tree)(nil)
 )
 
-// newMemFS builds the tree from its files and folders (folders above every file must be in dirs).
+// newTree builds the tree from its files and folders (folders above every file must be in dirs).
 // It takes ownership of both maps' contents.
-func newMemFS(files map[string][]byte, dirs map[string]bool) *memFS {
-	m := &memFS{files: files, dirs: map[string][]fs.DirEntry{".": nil}}
+func newTree(files map[string][]byte, dirs map[string]bool) *Tree {
+	m := &Tree{files: files, dirs: map[string][]fs.DirEntry{".": nil}}
 	for d := range dirs {
 		m.dirs[d] = m.dirs[d] // keep empty folders
 		parent := path.Dir(d)
@@ -62,7 +63,7 @@ func newMemFS(files map[string][]byte, dirs map[string]bool) *memFS {
 }
 
 // check applies limits to a tree already built (possibly under other limits).
-func (m *memFS) check(limits Limits) error {
+func (m *Tree) check(limits Limits) error {
 	if len(m.files) > limits.MaxFiles {
 		return sourceErr(".", ErrTooManyFiles, "more than %d files (the limit)", limits.MaxFiles)
 	}
@@ -86,13 +87,19 @@ func (m *memFS) check(limits Limits) error {
 }
 
 // Digest returns the tree's Digest, computed on first use.
-func (m *memFS) Digest() string {
+func (m *Tree) Digest() string {
 	m.digestOnce.Do(func() { m.digest = digestFiles(m.files) })
 	return m.digest
 }
 
+// Len is the number of files of the tree.
+func (m *Tree) Len() int { return len(m.files) }
+
+// Size is the sum of the sizes of the tree's files, in bytes.
+func (m *Tree) Size() int64 { return m.total }
+
 // Open opens the named file or folder.
-func (m *memFS) Open(name string) (fs.File, error) {
+func (m *Tree) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
@@ -106,7 +113,7 @@ func (m *memFS) Open(name string) (fs.File, error) {
 }
 
 // ReadFile returns a copy of the named file's content.
-func (m *memFS) ReadFile(name string) ([]byte, error) {
+func (m *Tree) ReadFile(name string) ([]byte, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readfile", Path: name, Err: fs.ErrInvalid}
 	}
@@ -121,7 +128,7 @@ func (m *memFS) ReadFile(name string) ([]byte, error) {
 }
 
 // ReadDir returns the entries of the named folder, sorted by name.
-func (m *memFS) ReadDir(name string) ([]fs.DirEntry, error) {
+func (m *Tree) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
 	}
@@ -136,7 +143,7 @@ func (m *memFS) ReadDir(name string) ([]fs.DirEntry, error) {
 }
 
 // Stat describes the named file or folder.
-func (m *memFS) Stat(name string) (fs.FileInfo, error) {
+func (m *Tree) Stat(name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
 	}
@@ -149,7 +156,7 @@ func (m *memFS) Stat(name string) (fs.FileInfo, error) {
 	return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
 }
 
-// fileInfo describes a file or folder of a memFS.
+// fileInfo describes a file or folder of a Tree.
 type fileInfo struct {
 	name string
 	size int64
@@ -170,7 +177,7 @@ func (fi fileInfo) Mode() fs.FileMode {
 	return 0o444
 }
 
-// memFile is an open regular file of a memFS.
+// memFile is an open regular file of a Tree.
 type memFile struct {
 	info fileInfo
 	*bytes.Reader
@@ -179,7 +186,7 @@ type memFile struct {
 func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
 func (f *memFile) Close() error               { return nil }
 
-// memDir is an open folder of a memFS.
+// memDir is an open folder of a Tree.
 type memDir struct {
 	info    fileInfo
 	entries []fs.DirEntry

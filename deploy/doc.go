@@ -1,0 +1,19 @@
+// Package deploy decides what a push or a redeploy builds (spec 3.1) and starts those builds.
+//
+// It is the policy the API calls synchronously, between a request and the queue: which
+// environment a branch builds (EnvironmentFor), which pushes build at all (autoDeploy, tags,
+// deleted branches, the ci.deploy.branches filter of the pushed commit's svc.json), when an
+// existing build is reused instead of a new one (a duplicate push, a reuseBuild redeploy), and
+// which commit a redeploy builds (the branch head, or a hosted source version). What it starts is
+// recorded in the registry and handed to the build queue; the build itself runs in
+// workers.BuildHandler, on any worker process.
+//
+// Why a package of its own: the API answers pushes and redeploys and the workers run builds, often
+// in different processes (svc api, svc worker). The policy needs the queue to start builds, and
+// the build handler needs none of the policy, so the policy sits above workers and the API
+// depends on it instead of on the workers.
+//
+// The branch filter reads svc.json of the pushed commit alone (builder.GitCommit.Files), through
+// the one parser of ci.deploy (agent.DeployFilterOf). When the process also runs builds (svc up),
+// the fetched commit is handed to its build through a workers.CommitCache, so it is fetched once.
+package deploy

@@ -1,0 +1,264 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"svc/builder"
+	"svc/registry"
+)
+
+// TaskBuild is the task type that runs one build.
+const TaskBuild = "build:run"
+
+// buildPayload is the payload of a TaskBuild task.
+type buildPayload struct {
+	BuildID string `json:"buildId"`
+}
+
+// NewBuildTask returns the task that runs a build; its ID dedupes it.
+func NewBuildTask(buildID string) Task {
+	p, _ := json.Marshal(buildPayload{BuildID: buildID}) // a struct of strings always marshals
+	return Task{Type: TaskBuild, Payload: p, ID: "build:" + buildID}
+}
+
+// BuildConfig is what a BuildHandler runs on. Deployments, Logs, Objects and Sources are
+// required; the zero values of the others are documented defaults.
+type BuildConfig struct {
+	Deployments *registry.Deployments
+	Logs        *registry.BuildLogs
+	Objects     registry.Objects
+	Sources     Sources
+	// Credentials resolves the git credentials of agents' sources.
+	Credentials builder.Credentials
+	// Limits bound each fetch and build (zero fields take builder's defaults).
+	Limits builder.Limits
+	// Commits, when set, gives a build the commit its push's branch check fetched (a process
+	// that answers webhooks and builds, svc up); nil fetches every build's commit.
+	Commits *CommitCache
+	// Logger receives what the handler logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// BuildHandler is the handler of TaskBuild: it fetches a build's source, builds it and records
+// the outcome, and, as a FailureHandler, marks failed a build whose task gives up. It is safe for
+// concurrent use.
+type BuildHandler struct {
+	cfg BuildConfig
+	log *slog.Logger
+}
+
+var _ FailureHandler = (*BuildHandler)(nil)
+
+// NewBuildHandler returns the build task handler over cfg.
+func NewBuildHandler(cfg BuildConfig) *BuildHandler {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &BuildHandler{cfg: cfg, log: log}
+}
+
+// stepJSON is one build step as the API shows it.
+type stepJSON struct {
+	Name       string `json:"name"`
+	Status     string `json:"status"`
+	DurationMs int64  `json:"durationMs"`
+}
+
+func stepsJSON(steps []builder.Step) string {
+	out := make([]stepJSON, len(steps))
+	for i, s := range steps {
+		out[i] = stepJSON{Name: s.Name, Status: s.Status, DurationMs: s.Duration.Milliseconds()}
+	}
+	b, _ := json.Marshal(out) // a slice of plain structs always marshals
+	return string(b)
+}
+
+// ProcessTask implements Handler: it runs a build task: fetch, build, record. It is idempotent:
+// a build that already finished is left alone, and a build redelivered after a crash runs again
+// from the start.
+func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) error {
+	var pl buildPayload
+	if err := json.Unmarshal(t.Payload, &pl); err != nil || pl.BuildID == "" {
+		return fmt.Errorf("%w: bad build payload", ErrSkipRetry)
+	}
+	b, err := h.cfg.Deployments.BuildRunning(ctx, pl.BuildID)
+	if errors.Is(err, registry.ErrBuildFinished) || errors.Is(err, registry.ErrBuildNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := func(step, line string) {
+		if err := h.cfg.Logs.Append(context.WithoutCancel(ctx), b.ID, step, line); err != nil {
+			h.log.WarnContext(ctx, "append build log", "build_id", b.ID, "err", err)
+		}
+	}
+	if b.Attempts > 1 {
+		// An attempt that failed wrote a retry line last; any other last line means its worker
+		// stopped in the middle (killed, or cut off past its lease).
+		if last, err := h.cfg.Logs.Last(ctx, b.ID); err == nil && last.Step != stepRetry {
+			log("start", fmt.Sprintf("attempt %d was interrupted: its worker stopped before the build finished; this worker takes the build over", b.Attempts-1))
+		}
+	}
+	log("start", fmt.Sprintf("build %s of %s (attempt %d)", b.ID, describe(b), b.Attempts))
+	src, err := h.cfg.Sources.AgentSource(ctx, b.AgentID)
+	if err != nil {
+		return retryLater(b, log, err)
+	}
+
+	// 1. Fetch the source tree, unless the push's branch check has just done so.
+	started := time.Now()
+	tree, res, fetched, err := h.source(ctx, src, b)
+	fetch := builder.Step{Name: "fetch", Status: builder.StepSucceeded, Duration: time.Since(started)}
+	switch {
+	case err != nil:
+		fetch.Status = builder.StepFailed
+		log("fetch", "fetch failed: "+err.Error())
+		if permanent(err) {
+			return h.fail(ctx, b, []builder.Step{fetch}, err)
+		}
+		return retryLater(b, log, err)
+	case fetched:
+		log("fetch", fmt.Sprintf("%s was fetched by the push's branch check", describe(b)))
+	default:
+		log("fetch", fmt.Sprintf("fetched %s in %d ms", describe(b), fetch.Duration.Milliseconds()))
+	}
+
+	// 2. Validate, compile, pack and upload.
+	result, err := builder.Build(ctx, builder.BuildInput{
+		Source: tree, Commit: res.Commit, Branch: b.Branch, SourceVersionID: b.SourceVersionID, AgentSlug: src.Slug, Limits: h.cfg.Limits,
+	}, h.cfg.Objects, log)
+	steps := append([]builder.Step{fetch}, result.Steps...)
+	if err != nil {
+		if permanent(err) || errors.Is(err, context.DeadlineExceeded) {
+			return h.fail(ctx, b, steps, err)
+		}
+		return retryLater(b, log, err)
+	}
+
+	// 3. Record the deployment; activate per the environment's rules.
+	activate := b.Environment != registry.Production || src.AutoPromoteProduction
+	// The last line goes out before the build is marked finished, so a follower that stops at
+	// the finished status has seen every line.
+	if activate {
+		log("done", fmt.Sprintf("deployment %s ready and active in %s", b.DeployID, b.Environment))
+	} else {
+		log("done", fmt.Sprintf("deployment %s ready, not active (autoPromoteProduction is off): activate it to serve", b.DeployID))
+	}
+	_, err = h.cfg.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{
+		Steps: stepsJSON(steps), BundleKey: result.BundleKey, Digest: result.BundleDigest, Activate: activate, Actor: "build",
+	})
+	switch {
+	case errors.Is(err, registry.ErrBuildFinished):
+		return nil
+	case err != nil:
+		return retryLater(b, log, err)
+	}
+	return nil
+}
+
+func describe(b registry.Build) string {
+	if b.CommitSHA != "" {
+		short := b.CommitSHA
+		if len(short) > 12 {
+			short = short[:12]
+		}
+		return "commit " + short + " on " + b.Branch
+	}
+	return "source version " + b.SourceVersionID
+}
+
+// permanent reports whether a build error cannot get better by retrying: the builder's own
+// (builder.Permanent: among others a branch or commit that is not there), an agent with no
+// source, a source version that is not there.
+func permanent(err error) bool {
+	return builder.Permanent(err) || errors.Is(err, ErrNoSource) || errors.Is(err, registry.ErrNotFound)
+}
+
+// stepRetry is the log step of the line an attempt that failed for a passing reason writes last.
+const stepRetry = "retry"
+
+// retryLater logs that attempt b.Attempts failed for a reason that may pass and returns err for the
+// queue to retry with backoff (TaskFailed records the last error once retries run out).
+func retryLater(b registry.Build, log func(step, line string), err error) error {
+	log(stepRetry, fmt.Sprintf("attempt %d failed: %v; the queue tries again with backoff", b.Attempts, err))
+	return err
+}
+
+// source reads the tree a build builds: an uploaded source version, or the git commit, taken
+// from Commits when the push's branch check fetched it already (fetched is then true).
+func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.Build) (tree fs.FS, res builder.FetchResult, fetched bool, err error) {
+	if b.SourceVersionID != "" {
+		sv, err := h.cfg.Sources.SourceVersion(ctx, b.AgentID, b.SourceVersionID)
+		if err != nil {
+			return nil, builder.FetchResult{}, false, err
+		}
+		tree, err := builder.ReadSourceVersion(ctx, h.cfg.Objects, sv.ObjectKey, h.cfg.Limits)
+		return tree, builder.FetchResult{Branch: b.Branch}, false, err
+	}
+	if src.Type != "git" {
+		return nil, builder.FetchResult{}, false, ErrNoSource
+	}
+	commit, fetched := h.cfg.Commits.Take(src, b.Branch, b.CommitSHA)
+	if !fetched {
+		gs, err := src.Git(ctx, h.cfg.Credentials, b.Branch, b.CommitSHA)
+		if err != nil {
+			return nil, builder.FetchResult{}, false, err
+		}
+		if commit, err = builder.FetchCommit(ctx, gs, h.cfg.Limits); err != nil {
+			return nil, builder.FetchResult{}, false, err
+		}
+	}
+	tree, err = commit.Tree(ctx)
+	return tree, commit.Result(), fetched, err
+}
+
+// fail records a build's failure with every reason; the task itself is done (no retry).
+func (h *BuildHandler) fail(ctx context.Context, b registry.Build, steps []builder.Step, cause error) error {
+	_, err := h.cfg.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{Steps: stepsJSON(steps), Error: cause.Error()})
+	if err != nil && !errors.Is(err, registry.ErrBuildFinished) {
+		return err
+	}
+	return nil
+}
+
+// TaskFailed implements FailureHandler: a build task that gave up (its last attempt failed,
+// panicked, timed out or was lost with its worker) marks its build failed with the reason.
+func (h *BuildHandler) TaskFailed(ctx context.Context, t Task, cause error) {
+	var pl buildPayload
+	if json.Unmarshal(t.Payload, &pl) != nil {
+		return
+	}
+	_, err := h.cfg.Deployments.FinishBuild(ctx, pl.BuildID, registry.BuildOutcome{Steps: "[]", Error: "build gave up: " + cause.Error()})
+	if err != nil && !errors.Is(err, registry.ErrBuildFinished) {
+		h.log.ErrorContext(ctx, "record failed build", "build_id", pl.BuildID, "err", err)
+	}
+}
+
+// RecoverBuilds enqueues every build still queued: a process that died between recording a build
+// and enqueueing it leaves one behind. Dedupe by build ID makes it safe to call at every start.
+func RecoverBuilds(ctx context.Context, q Queue, deployments *registry.Deployments) (int, error) {
+	ids, err := deployments.Queued(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		err := q.Enqueue(ctx, NewBuildTask(id))
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrDuplicate):
+		default:
+			return n, fmt.Errorf("re-enqueue build %s: %w", id, err)
+		}
+	}
+	return n, nil
+}

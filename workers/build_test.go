@@ -1,0 +1,315 @@
+package workers_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"svc/agent/agenttest"
+	"svc/builder/gittest"
+	"svc/migrations/dbtest"
+	"svc/registry"
+	"svc/registry/fsobjects"
+	"svc/workers"
+	"svc/workers/dbqueue"
+)
+
+type env struct {
+	db       *gorm.DB
+	queue    workers.Queue
+	deps     *registry.Deployments
+	logs     *registry.BuildLogs
+	agents   *registry.Agents
+	sources  *registry.Sources
+	settings *registry.Settings
+	objects  registry.Objects
+}
+
+// newEnv runs a build handler on db with the in-process queue until the test ends; with, when
+// given, changes the handler's config first.
+func newEnv(t *testing.T, db *gorm.DB, with ...func(*workers.BuildConfig)) *env {
+	t.Helper()
+	objects, err := fsobjects.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := buildConfig(db, registry.Checked(objects))
+	stores := storesOf(db, cfg.Objects)
+	e := &env{
+		db: db, objects: cfg.Objects, deps: cfg.Deployments, logs: cfg.Logs,
+		agents: stores.Agents, sources: stores.Sources, settings: stores.Settings,
+	}
+	for _, f := range with {
+		f(&cfg)
+	}
+	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.queue = q
+	mux := workers.NewServeMux()
+	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(cfg))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := q.Run(ctx, mux); err != nil {
+			t.Errorf("queue run: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return e
+}
+
+// build records a build of commit on branch into environment, as a push or redeploy does, and
+// enqueues it.
+func (e *env) build(t *testing.T, agentID, environment, branch, commit string) registry.BuildStart {
+	t.Helper()
+	st, err := e.deps.StartBuild(context.Background(), registry.BuildRequest{
+		AgentID: agentID, Environment: environment, Branch: branch, Commit: commit, Trigger: "redeploy",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.queue.Enqueue(context.Background(), workers.NewBuildTask(st.Build.ID)); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// wait polls the deployment until its build finished.
+func (e *env) wait(t *testing.T, deployID string) registry.Deployment {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		d, err := e.deps.Get(context.Background(), deployID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == registry.StatusReady || d.Status == registry.StatusFailed {
+			return d
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("deployment %s did not finish", deployID)
+	return registry.Deployment{}
+}
+
+func (e *env) logText(t *testing.T, buildID string) string {
+	t.Helper()
+	lines, err := e.logs.After(context.Background(), buildID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.Line + "\n")
+	}
+	return b.String()
+}
+
+func TestBrokenBuildFailsWithEveryProblem(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db)
+	dir := t.TempDir()
+	_, c1 := gittest.Init(t, dir, agenttest.Dir(t, "broken"))
+	a, err := e.agents.Create(ctx, "broken", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir}); err != nil {
+		t.Fatal(err)
+	}
+	st := e.build(t, a.ID, registry.Production, "main", c1)
+	d := e.wait(t, st.Deployment.ID)
+	if d.Status != registry.StatusFailed || d.BundleKey != "" {
+		t.Fatalf("broken deployment = %+v", d)
+	}
+	b, err := e.deps.GetBuild(ctx, st.Build.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := e.logText(t, st.Build.ID)
+	for _, want := range []string{
+		"svc.json", "colour", "version", "no_such_tool", "missing-skill", "nope", "ghost",
+		"svc/skills/x/SKILL.md", "undeclared_child", "nobody", "svc/tools/bad/handler.ts:2",
+	} {
+		if !strings.Contains(log, want) || !strings.Contains(b.Error, want) {
+			t.Errorf("build log and error must name %q\nlog:\n%s\nerror: %s", want, log, b.Error)
+		}
+	}
+	if b.CommitSHA != c1 || b.Status != registry.BuildFailed {
+		t.Errorf("build = %+v", b)
+	}
+	list, err := e.objects.List(ctx, "bundles/")
+	if err != nil || len(list) != 0 {
+		t.Errorf("a failed build left bundles: %v, %v", list, err)
+	}
+}
+
+func TestRecoverEnqueuesOrphanedBuilds(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db)
+	dir := t.TempDir()
+	_, c1 := gittest.Init(t, dir, agenttest.Dir(t, "hello"))
+	a, err := e.agents.Create(ctx, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir}); err != nil {
+		t.Fatal(err)
+	}
+	// A build recorded by a process that died before enqueueing it.
+	st, err := e.deps.StartBuild(ctx, registry.BuildRequest{AgentID: a.ID, Environment: "preview-main", Branch: "main", Commit: c1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := workers.RecoverBuilds(ctx, e.queue, e.deps)
+	if err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v; want 1", n, err)
+	}
+	if d := e.wait(t, st.Deployment.ID); !d.Serving() {
+		t.Fatalf("recovered build's deployment = %+v", d)
+	}
+	if n, err := workers.RecoverBuilds(ctx, e.queue, e.deps); err != nil || n != 0 {
+		t.Fatalf("second Recover = %d, %v; want 0", n, err)
+	}
+}
+
+// TestFatalBuildErrorsFailAtOnce: a pushed commit that is not on its branch fails on its first
+// attempt with the reason, instead of being retried; an error that may pass is retried, and the
+// build log says so before the next attempt.
+func TestFatalBuildErrorsFailAtOnce(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db)
+	_, _, a := e.gitAgent(t, "hello", "hello", true)
+	missing := strings.Repeat("ab", 20)
+	st := e.build(t, a.ID, registry.Production, "main", missing)
+	d := e.wait(t, st.Deployment.ID)
+	b, err := e.deps.GetBuild(ctx, st.Build.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != registry.StatusFailed || b.Attempts != 1 || !strings.Contains(b.Error, missing) {
+		t.Fatalf("deployment %s, build attempts %d, error %q: want failed on the first attempt, naming the commit", d.Status, b.Attempts, b.Error)
+	}
+	if log := e.logText(t, st.Build.ID); strings.Contains(log, "tries again") {
+		t.Errorf("a fatal error was retried:\n%s", log)
+	}
+}
+
+// failingOnce is an object store whose first Put fails, as a store that is briefly unreachable.
+type failingOnce struct {
+	registry.Objects
+	failed atomic.Bool
+}
+
+func (f *failingOnce) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	if f.failed.CompareAndSwap(false, true) {
+		return errors.New("object store unreachable")
+	}
+	return f.Objects.Put(ctx, key, r, size)
+}
+
+// TestPassingBuildErrorsAreRetried: an object store that fails once makes the attempt fail and
+// the queue retry it; the log says the attempt failed (not that it was interrupted) and the
+// second attempt builds.
+func TestPassingBuildErrorsAreRetried(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db, func(c *workers.BuildConfig) { c.Objects = &failingOnce{Objects: c.Objects} })
+	_, commit, a := e.gitAgent(t, "hello", "hello", false)
+	st := e.build(t, a.ID, registry.Production, "main", commit)
+	d := e.wait(t, st.Deployment.ID)
+	b, err := e.deps.GetBuild(ctx, st.Build.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := e.logText(t, st.Build.ID)
+	if d.Status != registry.StatusReady || b.Attempts != 2 {
+		t.Fatalf("deployment %s after %d attempts, want ready after 2:\n%s", d.Status, b.Attempts, log)
+	}
+	if !strings.Contains(log, "attempt 1 failed: upload bundle") || !strings.Contains(log, "object store unreachable; the queue tries again") {
+		t.Errorf("the log does not say attempt 1 failed and is retried:\n%s", log)
+	}
+	if strings.Contains(log, "interrupted") {
+		t.Errorf("a failed attempt is reported as interrupted:\n%s", log)
+	}
+}
+
+// brokenObjects is an object store whose every Put fails, or panics when panics is set.
+type brokenObjects struct {
+	registry.Objects
+	panics bool
+}
+
+func (b brokenObjects) Put(context.Context, string, io.Reader, int64) error {
+	if b.panics {
+		panic("object store driver bug")
+	}
+	return errors.New("object store unreachable")
+}
+
+// TestBuildThatNeverSucceedsEndsFailed: a build whose every attempt fails for a reason that may
+// pass, or panics, is retried until its task gives up, then ends failed with the last reason
+// (told to the build handler by the queue, since the handler's last attempt cannot be sure it is
+// the last).
+func TestBuildThatNeverSucceedsEndsFailed(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		panics bool
+		want   string
+	}{
+		{"error", false, "object store unreachable"},
+		{"panic", true, "object store driver bug"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, dbtest.SQLite(t), func(c *workers.BuildConfig) { c.Objects = brokenObjects{Objects: c.Objects, panics: tt.panics} })
+			_, commit, a := e.gitAgent(t, "hello", "hello", false)
+			st := e.build(t, a.ID, registry.Production, "main", commit)
+			d := e.wait(t, st.Deployment.ID)
+			b, err := e.deps.GetBuild(ctx, st.Build.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Status != registry.StatusFailed || b.Status != registry.BuildFailed || b.Attempts != workers.DefaultMaxRetry+1 {
+				t.Fatalf("deployment %s, build %s after %d attempts: want failed after %d", d.Status, b.Status, b.Attempts, workers.DefaultMaxRetry+1)
+			}
+			if !strings.Contains(b.Error, "build gave up") || !strings.Contains(b.Error, tt.want) {
+				t.Errorf("build error = %q, want it to say the build gave up, with %q", b.Error, tt.want)
+			}
+		})
+	}
+}
+
+// gitAgent creates an agent whose git source is a new repository holding the example tree
+// fixture, with autoDeploy as given, and returns the repository, its first commit and the agent.
+func (e *env) gitAgent(t *testing.T, name, fixture string, autoDeploy bool) (*gittest.Repo, string, registry.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	repo, commit := gittest.Init(t, dir, agenttest.Dir(t, fixture))
+	a, err := e.agents.Create(ctx, name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir, DefaultBranch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	if autoDeploy {
+		if _, err := e.settings.Put(ctx, a.ID, registry.SettingsPatch{AutoDeploy: &autoDeploy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return repo, commit, a
+}
