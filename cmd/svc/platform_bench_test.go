@@ -154,6 +154,7 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 // Run with -benchtime=50x for 50 pushes; p50 and p99 are reported, and sent-p50/p99 from
 // sending the webhook (whose answer waits for the fetch of the commit's svc.json).
 func BenchmarkPushToReady(b *testing.B) {
+	b.Setenv("SUPPORT_DB_URL", filepath.Join(b.TempDir(), "stores.db")) // the fixture's stores
 	p := startPlatform(b)
 	dir := b.TempDir()
 	repo, _ := gittest.Init(b, dir, agenttest.Dir(b, "support-desk"))
@@ -187,6 +188,7 @@ func BenchmarkPushToReady(b *testing.B) {
 // BenchmarkFiftyAgentsAtOnce sends 50 pushes to 50 agents at the same moment and reports the wall
 // time until all 50 deployments serve; none may be lost.
 func BenchmarkFiftyAgentsAtOnce(b *testing.B) {
+	b.Setenv("SUPPORT_DB_URL", filepath.Join(b.TempDir(), "stores.db")) // the fixture's stores
 	p := startPlatform(b)
 	dir := b.TempDir()
 	_, commit := gittest.Init(b, dir, agenttest.Dir(b, "support-desk"))

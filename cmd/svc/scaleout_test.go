@@ -88,7 +88,9 @@ func TestScaleOut(t *testing.T) {
 	waitHealthy(t, "http://"+runnerAddr+"/health")
 	p := &benchPlatform{url: "http://" + apiAddr, token: admin}
 
-	// A real repository with the support-desk fixture, and a feature branch.
+	// A real repository with the support-desk fixture, and a feature branch. Its stores live in
+	// the SQLite database its svc.json names through SUPPORT_DB_URL.
+	t.Setenv("SUPPORT_DB_URL", filepath.Join(t.TempDir(), "stores.db"))
 	dir := t.TempDir()
 	repo, mainCommit := gittest.Init(t, dir, agenttest.Dir(t, "support-desk"))
 	repo.Branch(t, "feature/x")
