@@ -28,7 +28,21 @@ const (
 	FrameWarning        = "warning"
 	FrameError          = "error"
 	FrameDone           = "done"
+
+	FrameConfirmationRequired = "confirmation_required"
+	FrameApproved             = "approved"
+	FrameDenied               = "denied"
+	FrameAskChoice            = "ask_choice"
+	FrameAgentHandoff         = "agent_handoff"
+	FrameWidget               = "widget"
+	FrameInputRedacted        = "input_redacted"
 )
+
+// Option is one choice of an ask_choice frame.
+type Option struct {
+	Value string `json:"value"`
+	Label string `json:"label"`
+}
 
 // ChatRequest is the chat request body of spec §2.5 (the fields a terminal client sends).
 type ChatRequest struct {
@@ -66,6 +80,28 @@ type Frame struct {
 	Reason     string          `json:"reason,omitempty"`
 	Turns      int             `json:"turns,omitempty"`
 	Usage      *Usage          `json:"usage,omitempty"`
+
+	// confirmation_required, approved, denied
+	CorrelationID  string `json:"correlation_id,omitempty"`
+	Endpoint       string `json:"endpoint,omitempty"`
+	Method         string `json:"method,omitempty"`
+	ConnectionName string `json:"connection_name,omitempty"`
+	PreviewID      string `json:"preview_id,omitempty"`
+	TimedOut       bool   `json:"timeout,omitempty"`
+	// ask_choice
+	AskID    string   `json:"ask_id,omitempty"`
+	Question string   `json:"question,omitempty"`
+	Options  []Option `json:"options,omitempty"`
+	Multi    bool     `json:"multi,omitempty"`
+	// agent_handoff
+	From         string   `json:"from,omitempty"`
+	To           string   `json:"to,omitempty"`
+	RemovedTools []string `json:"removed_tools,omitempty"`
+	// widget
+	WidgetType string          `json:"widget_type,omitempty"`
+	Data       json.RawMessage `json:"data,omitempty"`
+	// input_redacted
+	Text string `json:"text,omitempty"`
 
 	ID  string          `json:"-"`
 	Raw json.RawMessage `json:"-"`
@@ -107,6 +143,38 @@ func (c *Client) ChatStream(ctx context.Context, agentURL, runtimeToken string, 
 		return fmt.Errorf("chat with %s: the answer is %q, not an event stream", target.Host, resp.Header.Get("Content-Type"))
 	}
 	return readFrames(ctx, resp.Body, onFrame)
+}
+
+// AnswerApproval answers the confirmation_required correlationID of session sessionID on the
+// agent at agentURL (POST /chat/sessions/{id}/ask-user-response) and returns the approval's
+// status: approved or denied. A decided approval is a *Error with status 409.
+func (c *Client) AnswerApproval(ctx context.Context, agentURL, runtimeToken, sessionID, correlationID string, approved bool) (string, error) {
+	target, err := url.Parse(strings.TrimRight(agentURL, "/") + "/chat/sessions/" + url.PathEscape(sessionID) + "/ask-user-response")
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return "", fmt.Errorf("answer approval: agent URL %q: want http(s)://host[:port]", agentURL)
+	}
+	body, _ := json.Marshal(map[string]any{"correlation_id": correlationID, "approved": approved}) // plain data always marshals
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return "", fmt.Errorf("answer approval: build request: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Authorization", "Bearer "+runtimeToken)
+	resp, err := c.agents.Do(hreq)
+	if err != nil {
+		return "", fmt.Errorf("answer approval at %s: %w", target.Host, err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only body
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("answer approval at %s: %w", target.Host, responseError(resp))
+	}
+	var out struct {
+		Status string `json:"status"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return "", fmt.Errorf("answer approval at %s: %w", target.Host, err)
+	}
+	return out.Status, nil
 }
 
 // readFrames parses the SSE body into frames until done.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -53,7 +54,7 @@ func chatCommand() *cobra.Command {
 				ch.c, ch.agent, ch.url, ch.ctx = client.New(runtimeURL, "", nil), client.Agent{Slug: runtimeURL}, runtimeURL, ctxMap
 				ch.token, ch.direct = os.Getenv("AUTH_TOKEN"), true
 				if cmd.Flags().Changed("message") {
-					return ch.oneShot(ctx)
+					return ch.oneShot(ctx, cmd.InOrStdin())
 				}
 				return ch.interactive(ctx, cmd.InOrStdin())
 			}
@@ -71,7 +72,7 @@ func chatCommand() *cobra.Command {
 				return err
 			}
 			if cmd.Flags().Changed("message") {
-				return ch.oneShot(ctx)
+				return ch.oneShot(ctx, cmd.InOrStdin())
 			}
 			return ch.interactive(ctx, cmd.InOrStdin())
 		},
@@ -136,7 +137,9 @@ type chatter struct {
 	ctx                     map[string]string
 	message, session, named string
 	out, errOut             io.Writer
-	direct                  bool // talking to a runtime without the platform: no token to mint
+	direct                  bool        // talking to a runtime without the platform: no token to mint
+	lines                   *lineReader // stdin, for the answers a turn asks for
+	choice                  *choice     // the agent's last question, answered by the next line
 }
 
 // mint gets a new runtime token.
@@ -149,7 +152,10 @@ func (ch *chatter) mint(ctx context.Context) error {
 	return nil
 }
 
-func (ch *chatter) oneShot(ctx context.Context) error {
+func (ch *chatter) oneShot(ctx context.Context, in io.Reader) error {
+	lr := newLineReader(in)
+	defer lr.close(ctx)
+	ch.lines = lr
 	failed, err := ch.turn(ctx, ch.message)
 	if err != nil {
 		return err
@@ -160,81 +166,137 @@ func (ch *chatter) oneShot(ctx context.Context) error {
 	return nil
 }
 
+// lineReader reads lines of stdin on request, by a goroutine, so that Ctrl-C works while it
+// waits for input, and so that a turn can ask for an answer (an approval) in its middle. It reads
+// a line only when asked: at the end it is waiting for the next request, not blocked in a read of
+// the terminal, and ends at once, except after ctx's end, when it may be blocked in a read that
+// nothing can interrupt: it then ends when that read returns (or with the process).
+type lineReader struct {
+	asks  chan struct{}
+	lines chan lineRead // holds one read, so that a reader left behind can finish its read
+	wg    sync.WaitGroup
+	eof   bool
+}
+
+type lineRead struct {
+	line string
+	err  error
+	eof  bool
+}
+
+func newLineReader(in io.Reader) *lineReader {
+	lr := &lineReader{asks: make(chan struct{}), lines: make(chan lineRead, 1)}
+	lr.wg.Go(func() {
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for range lr.asks {
+			if !sc.Scan() {
+				lr.lines <- lineRead{err: sc.Err(), eof: true}
+				return
+			}
+			lr.lines <- lineRead{line: sc.Text()}
+		}
+	})
+	return lr
+}
+
+// read returns the next line; ok is false at ctx's end.
+func (lr *lineReader) read(ctx context.Context) (r lineRead, ok bool) {
+	if lr.eof {
+		return lineRead{eof: true}, true
+	}
+	lr.asks <- struct{}{}
+	select {
+	case <-ctx.Done():
+		return lineRead{}, false
+	case r := <-lr.lines:
+		lr.eof = r.eof
+		return r, true
+	}
+}
+
+// close ends the reader; it waits for it unless ctx ended (see lineReader).
+func (lr *lineReader) close(ctx context.Context) {
+	if !lr.eof {
+		close(lr.asks)
+	}
+	if ctx.Err() == nil {
+		lr.wg.Wait()
+	}
+}
+
 // interactive sends each line of in as a message until /exit, the end of in, or ctx's end (Ctrl-C,
-// which leaves quietly). Lines are read by a goroutine so that Ctrl-C works while it waits for
-// input; it is waited for on every return except ctx's end, when it may be blocked reading a
-// terminal that nothing can interrupt: it then ends when that read returns (or with the process).
+// which leaves quietly). A question the agent asked (ask_choice) is answered by the option's
+// number (or numbers, comma-separated, when several may be chosen), sent as the option's value.
 func (ch *chatter) interactive(ctx context.Context, in io.Reader) error {
 	prompt := isTerminal(in)
 	if prompt {
 		fmt.Fprintf(ch.errOut, "Chatting with %s at %s. /new starts a new session, /exit leaves.\n", ch.agent.Slug, ch.url)
 	}
-	// The reader reads a line only when asked: a /exit finds it waiting for the next request, not
-	// blocked in a read of the terminal, so it ends at once.
-	type read struct {
-		line string
-		err  error
-		eof  bool
-	}
-	// lines holds one read, so that a reader left behind at ctx's end can finish its read and end.
-	asks, lines := make(chan struct{}), make(chan read, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for range asks {
-			if !sc.Scan() {
-				lines <- read{err: sc.Err(), eof: true}
-				return
-			}
-			lines <- read{line: sc.Text()}
-		}
-	})
-	finish := func(err error) error {
-		close(asks)
-		wg.Wait()
-		return err
-	}
+	lr := newLineReader(in)
+	defer lr.close(ctx)
+	ch.lines = lr
 	for {
 		if prompt {
 			fmt.Fprint(ch.out, "> ")
 		}
-		asks <- struct{}{}
-		var line string
-		select {
-		case <-ctx.Done():
-			// The reader is blocked in a read it cannot be pulled out of: not waited for, it ends
-			// when the read returns.
-			close(asks)
+		r, ok := lr.read(ctx)
+		if !ok {
 			fmt.Fprintln(ch.out)
 			return nil
-		case r := <-lines:
-			if r.eof {
-				if r.err != nil {
-					return finish(fmt.Errorf("read stdin: %w", r.err))
-				}
-				return finish(nil)
-			}
-			line = strings.TrimSpace(r.line)
 		}
+		if r.eof {
+			if r.err != nil {
+				return fmt.Errorf("read stdin: %w", r.err)
+			}
+			return nil
+		}
+		line := strings.TrimSpace(r.line)
 		switch line {
 		case "":
 			continue
 		case "/exit", "/quit":
-			return finish(nil)
+			return nil
 		case "/new":
-			ch.session = ""
+			ch.session, ch.choice = "", nil
 			fmt.Fprintln(ch.errOut, "(new session)")
 			continue
+		}
+		if ch.choice != nil {
+			line = ch.choice.answer(line)
+			ch.choice = nil
 		}
 		if _, err := ch.turn(ctx, line); err != nil {
 			if ctx.Err() != nil {
 				fmt.Fprintln(ch.out)
-				return finish(nil) // the reader is idle between turns: it ends at once
+				return nil
 			}
 			fmt.Fprintln(ch.errOut, "error:", err)
 		}
 	}
+}
+
+// choice is a question of the agent (ask_choice) waiting for the user's answer.
+type choice struct {
+	options []client.Option
+	multi   bool
+}
+
+// answer turns a reply of option numbers ("2", or "1,3" when several may be chosen) into the
+// options' values; any other reply is sent as it is.
+func (c *choice) answer(line string) string {
+	var values []string
+	for _, part := range strings.Split(line, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 || n > len(c.options) {
+			return line
+		}
+		values = append(values, c.options[n-1].Value)
+	}
+	if len(values) > 1 && !c.multi {
+		return line
+	}
+	return strings.Join(values, ", ")
 }
 
 // isTerminal reports whether r is a character device (an interactive terminal).
@@ -252,8 +314,9 @@ func isTerminal(r io.Reader) bool {
 func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err error) {
 	req := client.ChatRequest{Message: message, SessionID: ch.session, Context: ch.ctx, Agent: ch.named}
 	for attempt := 0; ; attempt++ {
-		rd := &chatRenderer{out: ch.out, errOut: ch.errOut, atLineStart: true}
+		rd := &chatRenderer{out: ch.out, errOut: ch.errOut, atLineStart: true, ch: ch, ctx: ctx}
 		err = ch.c.ChatStream(ctx, ch.url, ch.token, req, rd.frame)
+		ch.choice = rd.choice
 		if rd.session != "" {
 			ch.session = rd.session
 		}
@@ -272,13 +335,16 @@ func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err e
 	}
 }
 
-// chatRenderer prints a turn's frames.
+// chatRenderer prints a turn's frames, and asks the user the approvals the turn waits for.
 type chatRenderer struct {
 	out, errOut io.Writer
 	atLineStart bool
 	session     string
 	failed      bool
 	werr        error // the first error writing to out
+	ch          *chatter
+	ctx         context.Context
+	choice      *choice // the turn's ask_choice, if any
 }
 
 // maxResultShown bounds how much of a tool result is printed.
@@ -320,6 +386,42 @@ func (r *chatRenderer) frame(f client.Frame) error {
 	case client.FrameWarning:
 		r.endLine()
 		fmt.Fprintln(r.errOut, "warning:", f.Message)
+	case client.FrameInputRedacted:
+		r.endLine()
+		fmt.Fprintln(r.errOut, "(your message was redacted to:", f.Text+")")
+	case client.FrameConfirmationRequired:
+		r.endLine()
+		return r.approve(f)
+	case client.FrameApproved:
+		r.print("(approved)\n")
+	case client.FrameDenied:
+		if f.TimedOut {
+			r.print("(denied: no answer in time)\n")
+		} else {
+			r.print("(denied)\n")
+		}
+	case client.FrameAskChoice:
+		r.endLine()
+		r.print("? " + f.Question + "\n")
+		for i, o := range f.Options {
+			r.print(fmt.Sprintf("  %d) %s\n", i+1, o.Label))
+		}
+		if f.Multi {
+			r.print("(answer with numbers, such as 1,3)\n")
+		} else {
+			r.print("(answer with a number)\n")
+		}
+		r.choice = &choice{options: f.Options, multi: f.Multi}
+	case client.FrameAgentHandoff:
+		r.endLine()
+		msg := "(handed over to " + f.To
+		if len(f.RemovedTools) > 0 {
+			msg += "; tools no longer available: " + strings.Join(f.RemovedTools, ", ")
+		}
+		r.print(msg + ")\n")
+	case client.FrameWidget:
+		r.endLine()
+		r.print("[" + f.WidgetType + "] " + clip(compactJSON(f.Data, "null"), maxResultShown) + "\n")
 	case client.FrameError:
 		r.endLine()
 		r.failed = true
@@ -334,6 +436,39 @@ func (r *chatRenderer) frame(f client.Frame) error {
 		default:
 			fmt.Fprintf(r.errOut, "(turn ended: %s)\n", f.Reason)
 		}
+	}
+	return r.werr
+}
+
+// approve asks the user whether the call of f may run, reading the answer from stdin, and sends
+// it. Without an answer (stdin ended) the call is denied.
+func (r *chatRenderer) approve(f client.Frame) error {
+	what := f.Method + " " + f.Endpoint
+	if f.ConnectionName != "" {
+		what += " on " + f.ConnectionName
+	}
+	r.print("? " + f.ToolName + " wants to " + what)
+	if f.Reason != "" {
+		r.print(" (" + f.Reason + ")")
+	}
+	r.print("\n  " + compactJSON(f.Parameters, "{}") + "\n  approve? [y/N] ")
+	approved := false
+	if r.ch.lines != nil {
+		line, ok := r.ch.lines.read(r.ctx)
+		if !ok {
+			return r.ctx.Err()
+		}
+		if line.eof {
+			r.print("\n(no answer on stdin: denied)\n")
+		}
+		switch strings.ToLower(strings.TrimSpace(line.line)) {
+		case "y", "yes":
+			approved = true
+		}
+	}
+	r.atLineStart = true
+	if _, err := r.ch.c.AnswerApproval(r.ctx, r.ch.url, r.ch.token, r.session, f.CorrelationID, approved); err != nil {
+		fmt.Fprintln(r.errOut, "error: answer the approval:", err)
 	}
 	return r.werr
 }
