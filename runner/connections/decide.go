@@ -132,8 +132,11 @@ func (rs *rules) decide(method string, segs []string, display string, context ma
 	}
 	if v.policy != nil {
 		pr := rs.pRule[v.policy.key]
-		v.reason = pr.Reason
-		if !v.confirm && (pr.Confirm == ConfirmAlways || pr.Confirm == ConfirmWrite && mutating(method)) {
+		asks := pr.Confirm == ConfirmAlways || pr.Confirm == ConfirmWrite && mutating(method)
+		if !v.policy.fallback || asks && !v.confirm {
+			v.reason = pr.Reason // the fallback's reason speaks of other calls than an access rule's
+		}
+		if asks && !v.confirm {
 			v.confirm, v.confirmBy = true, fmt.Sprintf("policy.json rule %q (confirm: %s)", v.policy.key, pr.Confirm)
 		}
 	}
