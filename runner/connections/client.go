@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"svc/agent"
@@ -78,6 +79,25 @@ type conn struct {
 	rules  *rules
 	hidden *hidden
 	limit  *bucket // nil without a rate limit
+	// red caches the redactor of the last auth values: building one costs more than a request's
+	// other checks, and the values change only when a secret rotates or a template's context does.
+	red atomic.Pointer[cachedRedactor]
+}
+
+type cachedRedactor struct {
+	key string // the auth values, joined by NUL
+	r   *redactor
+}
+
+// redactor returns the redactor of secrets, reusing the last one when they are the same.
+func (cn *conn) redactor(secrets []string) *redactor {
+	key := strings.Join(secrets, "\x00")
+	if c := cn.red.Load(); c != nil && c.key == key {
+		return c.r
+	}
+	r := newRedactor(secrets)
+	cn.red.Store(&cachedRedactor{key: key, r: r})
+	return r
 }
 
 // New compiles conns (their rules, hidden fields and rate limits) and builds the transport.
@@ -274,7 +294,7 @@ func (c *Client) send(ctx context.Context, cn *conn, method string, rp reqPath, 
 			secrets = append(secrets, v)
 		}
 	}
-	red := newRedactor(secrets)
+	red := cn.redactor(secrets)
 	u := &url.URL{
 		Scheme:   base.Scheme,
 		Host:     base.Host,
