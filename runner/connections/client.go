@@ -205,7 +205,7 @@ func checkBaseURL(raw string, allowMetadata bool) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("baseUrl: %v", err)
+		return nil, errors.New("baseUrl is not a URL") // the parser's message would repeat the value
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Hostname() == "":
 		return nil, errors.New("baseUrl must be an absolute http(s) URL with a host")
 	case u.User != nil:

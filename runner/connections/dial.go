@@ -120,7 +120,11 @@ func newDialer(r Resolver, allowMetadata bool) *dialer {
 // dials the checked addresses in turn (never the name again, so the answer checked is the
 // answer used).
 func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	if want, _ := ctx.Value(allowedHostKey{}).(string); want == "" || !strings.EqualFold(want, addr) {
+	want, _ := ctx.Value(allowedHostKey{}).(string)
+	if want == "" {
+		return nil, fmt.Errorf("%w: dial %s: the request names no connection host (only the connection's host may be reached)", ErrForbiddenAddress, addr)
+	}
+	if !strings.EqualFold(want, addr) {
 		return nil, fmt.Errorf("%w: dial %s: only the connection's host %s may be reached", ErrForbiddenAddress, addr, want)
 	}
 	host, port, err := net.SplitHostPort(addr)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -288,7 +291,7 @@ func TestRequestTimeout(t *testing.T) {
 		case <-release:
 		case <-r.Context().Done():
 		}
-	}), []*agent.Connection{conn("slow", nil, nil)}, func(o *connections.Options) { o.Timeout = 50_000_000 })
+	}), []*agent.Connection{conn("slow", nil, nil)}, func(o *connections.Options) { o.Timeout = 50 * time.Millisecond })
 	defer close(release)
 	_, err := h.call(t, `{"connection":"slow","method":"GET","path":"/x"}`, nil)
 	if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") {
@@ -357,5 +360,36 @@ func TestLabelsAndSpec(t *testing.T) {
 	}
 	if _, err := one.Call(context.Background(), tools.Call{Arguments: json.RawMessage(`{"connection":"billing","method":"GET","path":"/"}`)}); err == nil || !strings.Contains(err.Error(), `"billing" is not one of status`) {
 		t.Errorf("a named agent's tool reached another connection: %v", err)
+	}
+}
+
+// TestTLS: Options.Transport is the base of the client's transport (here: the test server's
+// certificate), and a request over TLS still goes through the checked dialer.
+func TestTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(echo(200))
+	t.Cleanup(srv.Close)
+	c, err := connections.New([]*agent.Connection{{Name: "tls", Spec: agent.ConnectionSpec{BaseURL: srv.URL, Format: "rest"}}},
+		connections.Options{Transport: srv.Client().Transport.(*http.Transport), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	tool, err := c.Tool(c.Names())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tool.Call(context.Background(), tools.Call{Arguments: json.RawMessage(`{"connection":"tls","method":"GET","path":"/x"}`)})
+	if out := response(t, res, err); out["status"] != float64(200) {
+		t.Errorf("TLS call: %s", res.Content)
+	}
+	// Without the server's certificate the call fails, naming no secret and no panic.
+	plain, err := connections.New([]*agent.Connection{{Name: "tls", Spec: agent.ConnectionSpec{BaseURL: srv.URL, Format: "rest"}}}, connections.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(plain.Close)
+	tool, _ = plain.Tool(plain.Names())
+	if _, err := tool.Call(context.Background(), tools.Call{Arguments: json.RawMessage(`{"connection":"tls","method":"GET","path":"/x"}`)}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("untrusted certificate: %v", err)
 	}
 }
