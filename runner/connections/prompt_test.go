@@ -1,10 +1,7 @@
 package connections_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -115,42 +112,5 @@ func TestDescribe(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Describe (-want +got):\n%s", d)
-	}
-}
-
-// TestCheck is the health probe: testPath with the connection's auth, outside the rate limit.
-func TestCheck(t *testing.T) {
-	var auth string
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth = r.Header.Get("Authorization")
-		if r.URL.Path != "/health" {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}), []*agent.Connection{
-		conn("ok", nil, &agent.Access{RateLimit: &agent.RateLimit{RequestsPerMinute: 1}}),
-		{Name: "untested", Spec: agent.ConnectionSpec{BaseURL: "env:API_URL", Format: "rest"}},
-		{Name: "down", Spec: agent.ConnectionSpec{BaseURL: "env:API_URL", Format: "rest", TestPath: "/ready"}},
-		{Name: "unset", Spec: agent.ConnectionSpec{BaseURL: "env:NOT_SET", Format: "rest", TestPath: "/health"}},
-	}, nil)
-	ctx := context.Background()
-	for range 3 {
-		if err := h.client.Check(ctx, "ok"); err != nil {
-			t.Fatalf("Check(ok) = %v", err)
-		}
-	}
-	if auth != secretToken {
-		t.Errorf("the probe sent Authorization %q", auth)
-	}
-	if err := h.client.Check(ctx, "untested"); !errors.Is(err, connections.ErrNoTestPath) {
-		t.Errorf("Check(untested) = %v", err)
-	}
-	if err := h.client.Check(ctx, "down"); err == nil || !strings.Contains(err.Error(), "GET /ready answered 503") {
-		t.Errorf("Check(down) = %v", err)
-	}
-	if err := h.client.Check(ctx, "unset"); err == nil || !strings.Contains(err.Error(), "baseUrl: env:NOT_SET is not set") {
-		t.Errorf("Check(unset) = %v", err)
-	}
-	if err := h.client.Check(ctx, "nope"); err == nil {
-		t.Error("Check of an unknown connection passed")
 	}
 }

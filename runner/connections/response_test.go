@@ -1,13 +1,10 @@
 package connections_test
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"svc/agent"
 	"svc/runner/connections"
@@ -106,46 +103,5 @@ func TestBodyKinds(t *testing.T) {
 		if res.Content != want {
 			t.Errorf("%s:\n got %s\nwant %s", path, res.Content, want)
 		}
-	}
-}
-
-// TestRateLimitThroughTool: the burst passes, the next call is an error saying when to retry,
-// refused calls spend nothing, and time brings a token back.
-func TestRateLimitThroughTool(t *testing.T) {
-	var hits atomic.Int64
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }),
-		[]*agent.Connection{conn("status", nil, &agent.Access{
-			Endpoints: map[string]string{"GET /denied": "deny", "*": "allow"},
-			RateLimit: &agent.RateLimit{RequestsPerMinute: 30, Burst: 2},
-		})}, nil)
-	call := func(path string) error {
-		_, err := h.call(t, `{"connection":"status","method":"GET","path":"`+path+`"}`, nil)
-		return err
-	}
-	for range 3 {
-		if err := call("/denied"); !errors.Is(err, connections.ErrDenied) {
-			t.Fatalf("denied call: %v", err)
-		}
-	}
-	for i := range 2 {
-		if err := call("/ok"); err != nil {
-			t.Fatalf("call %d of the burst: %v", i+1, err)
-		}
-	}
-	err := call("/ok")
-	var rl *connections.RateLimitError
-	if !errors.As(err, &rl) || rl.RetryAfter != 2*time.Second || !strings.Contains(err.Error(), "retry in 2 seconds") {
-		t.Fatalf("third call: %v", err)
-	}
-	h.clock.Advance(2*time.Second - time.Millisecond)
-	if err := call("/ok"); !errors.As(err, &rl) || !strings.Contains(err.Error(), "retry in 1 second") {
-		t.Fatalf("1ms early: %v", err)
-	}
-	h.clock.Advance(time.Millisecond)
-	if err := call("/ok"); err != nil {
-		t.Fatalf("after the wait: %v", err)
-	}
-	if n := hits.Load(); n != 3 {
-		t.Errorf("server saw %d requests, want 3", n)
 	}
 }

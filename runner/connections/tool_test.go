@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -284,57 +282,6 @@ func TestContextInjection(t *testing.T) {
 	}
 }
 
-func TestRequestTimeout(t *testing.T) {
-	release := make(chan struct{})
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}), []*agent.Connection{conn("slow", nil, nil)}, func(o *connections.Options) { o.Timeout = 50 * time.Millisecond })
-	defer close(release)
-	_, err := h.call(t, `{"connection":"slow","method":"GET","path":"/x"}`, nil)
-	if err == nil || !strings.Contains(err.Error(), "no answer within 50ms") {
-		t.Errorf("err = %v", err)
-	}
-}
-
-func TestNewErrors(t *testing.T) {
-	cases := []struct {
-		conn *agent.Connection
-		want string
-	}{
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "ftp://x", Format: "rest"}}, "connection a: baseUrl must be an absolute http(s) URL"},
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "https://u:p@x", Format: "rest"}}, "must not hold credentials"},
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "https://x/?k=1", Format: "rest"}}, "must not have a query"},
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "http://169.254.169.254/latest", Format: "rest"}}, "link-local address"},
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "http://metadata.google.internal/", Format: "rest"}}, "cloud metadata service"},
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "env:lower", Format: "rest"}}, "not a valid env: reference"},
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "https://x", Format: "graphql"}}, `format must be "rest"`},
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "https://x"}, Access: &agent.Access{RateLimit: &agent.RateLimit{}}}, "rateLimit needs requestsPerMinute > 0"},
-		{&agent.Connection{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "https://x"}, Access: &agent.Access{Endpoints: map[string]string{"GET /{a}": "allow", "GET /{b}": "deny"}}}, `access.json: endpoints "GET /{a}" and "GET /{b}" match the same calls`},
-	}
-	for _, c := range cases {
-		_, err := connections.New([]*agent.Connection{c.conn}, connections.Options{})
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("New(%+v) = %v, want an error with %q", c.conn.Spec, err, c.want)
-		}
-	}
-	if _, err := connections.New([]*agent.Connection{{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "http://169.254.169.254"}}}, connections.Options{AllowMetadata: true}); err != nil {
-		t.Errorf("AllowMetadata: %v", err)
-	}
-	c, err := connections.New([]*agent.Connection{{Name: "a", Spec: agent.ConnectionSpec{BaseURL: "https://x"}}}, connections.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Tool([]string{"b"}); err == nil || !strings.Contains(err.Error(), `no connection "b" (known: a)`) {
-		t.Errorf("Tool(b) = %v", err)
-	}
-	if _, err := c.Tool(nil); err == nil {
-		t.Error("Tool(nil) made a tool without connections")
-	}
-}
-
 func TestLabelsAndSpec(t *testing.T) {
 	h := newHarness(t, echo(200), []*agent.Connection{conn("status", nil, nil), conn("billing", nil, nil)}, nil)
 	run, done := h.tool.Labels(json.RawMessage(`{"connection":"status","method":"get","path":"/incidents"}`))
@@ -363,33 +310,43 @@ func TestLabelsAndSpec(t *testing.T) {
 	}
 }
 
-// TestTLS: Options.Transport is the base of the client's transport (here: the test server's
-// certificate), and a request over TLS still goes through the checked dialer.
-func TestTLS(t *testing.T) {
-	srv := httptest.NewTLSServer(echo(200))
-	t.Cleanup(srv.Close)
-	c, err := connections.New([]*agent.Connection{{Name: "tls", Spec: agent.ConnectionSpec{BaseURL: srv.URL, Format: "rest"}}},
-		connections.Options{Transport: srv.Client().Transport.(*http.Transport), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+// TestRateLimitThroughTool: the burst passes, the next call is an error saying when to retry,
+// refused calls spend nothing, and time brings a token back.
+func TestRateLimitThroughTool(t *testing.T) {
+	var hits atomic.Int64
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }),
+		[]*agent.Connection{conn("status", nil, &agent.Access{
+			Endpoints: map[string]string{"GET /denied": "deny", "*": "allow"},
+			RateLimit: &agent.RateLimit{RequestsPerMinute: 30, Burst: 2},
+		})}, nil)
+	call := func(path string) error {
+		_, err := h.call(t, `{"connection":"status","method":"GET","path":"`+path+`"}`, nil)
+		return err
 	}
-	t.Cleanup(c.Close)
-	tool, err := c.Tool(c.Names())
-	if err != nil {
-		t.Fatal(err)
+	for range 3 {
+		if err := call("/denied"); !errors.Is(err, connections.ErrDenied) {
+			t.Fatalf("denied call: %v", err)
+		}
 	}
-	res, err := tool.Call(context.Background(), tools.Call{Arguments: json.RawMessage(`{"connection":"tls","method":"GET","path":"/x"}`)})
-	if out := response(t, res, err); out["status"] != float64(200) {
-		t.Errorf("TLS call: %s", res.Content)
+	for i := range 2 {
+		if err := call("/ok"); err != nil {
+			t.Fatalf("call %d of the burst: %v", i+1, err)
+		}
 	}
-	// Without the server's certificate the call fails, naming no secret and no panic.
-	plain, err := connections.New([]*agent.Connection{{Name: "tls", Spec: agent.ConnectionSpec{BaseURL: srv.URL, Format: "rest"}}}, connections.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+	err := call("/ok")
+	var rl *connections.RateLimitError
+	if !errors.As(err, &rl) || rl.RetryAfter != 2*time.Second || !strings.Contains(err.Error(), "retry in 2 seconds") {
+		t.Fatalf("third call: %v", err)
 	}
-	t.Cleanup(plain.Close)
-	tool, _ = plain.Tool(plain.Names())
-	if _, err := tool.Call(context.Background(), tools.Call{Arguments: json.RawMessage(`{"connection":"tls","method":"GET","path":"/x"}`)}); err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("untrusted certificate: %v", err)
+	h.clock.Advance(2*time.Second - time.Millisecond)
+	if err := call("/ok"); !errors.As(err, &rl) || !strings.Contains(err.Error(), "retry in 1 second") {
+		t.Fatalf("1ms early: %v", err)
+	}
+	h.clock.Advance(time.Millisecond)
+	if err := call("/ok"); err != nil {
+		t.Fatalf("after the wait: %v", err)
+	}
+	if n := hits.Load(); n != 3 {
+		t.Errorf("server saw %d requests, want 3", n)
 	}
 }
