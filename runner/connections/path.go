@@ -12,6 +12,9 @@ import (
 // a server (or a proxy in front of it) that decodes twice must not see a ".." either.
 const maxDecodeLevels = 3
 
+// maxPathBytes bounds a path (after its templates are filled), query string included.
+const maxPathBytes = 4096
+
 // reqPath is a checked request path, relative to a connection's base URL.
 type reqPath struct {
 	escaped string     // canonical escaped path starting with "/": each segment url.PathEscape'd
@@ -43,6 +46,8 @@ func parsePath(p string, context map[string]string) (reqPath, error) {
 	}
 	p = filled
 	switch {
+	case len(p) > maxPathBytes:
+		return reqPath{}, pathError("%d bytes is over the limit of %d", len(p), maxPathBytes)
 	case hasScheme(p):
 		return reqPath{}, pathError("%q is an absolute URL or has a scheme; give the path relative to the connection's base URL, such as \"/items/42\" (rule: relative paths only)", p)
 	case strings.HasPrefix(p, "//"):

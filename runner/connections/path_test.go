@@ -46,6 +46,7 @@ func TestParsePathRefuses(t *testing.T) {
 		{"/a/%zz", "bad percent-encoding"},
 		{"", "required"},
 		{"/a?%zz", "bad query"},
+		{"/" + strings.Repeat("a", 4096), "is over the limit of 4096"},
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
