@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,24 +21,40 @@ import (
 	"svc/runner/tools"
 )
 
-// TestMain fails the run when goroutines outlive the tests (transports, servers, dials).
+// TestMain fails the run when goroutines of HTTP clients, servers or this package outlive
+// the tests (the fuzzing engine's own goroutines are not ours to count).
 func TestMain(m *testing.M) {
-	before := runtime.NumGoroutine()
 	code := m.Run()
 	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+		var left []string
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			left = leftGoroutines()
+			if len(left) == 0 || time.Now().After(deadline) {
+				break
+			}
 		}
-		if n := runtime.NumGoroutine(); n > before {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			os.Stderr.Write(buf)
-			os.Stderr.WriteString("goroutines leaked: " + strconv.Itoa(n-before) + "\n")
+		if len(left) > 0 {
+			os.Stderr.WriteString("goroutines leaked:\n\n" + strings.Join(left, "\n\n") + "\n")
 			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// leftGoroutines returns the stacks of goroutines in net/http or this package, but the caller's.
+func leftGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var left []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 { // the goroutine running TestMain
+			continue
+		}
+		if strings.Contains(g, "net/http.") || strings.Contains(g, "svc/runner/connections") {
+			left = append(left, g)
+		}
+	}
+	return left
 }
 
 // Secret values of the test connections. The test server echoes what it receives; none of
