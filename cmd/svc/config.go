@@ -41,6 +41,7 @@ type Config struct {
 	AgentStorageMB     int64
 	BodyMemoryMB       int64
 	ApprovalTimeout    time.Duration
+	AllowMetadata      bool
 }
 
 type setting struct {
@@ -97,6 +98,15 @@ func settings() []setting {
 			bind: mebibytes(func(c *Config) *int64 { return &c.AgentStorageMB })},
 		{flag: "body-memory-mb", env: "SVC_BODY_MEMORY_MB", def: "512", help: "MiB of memory a runner's large chat bodies in flight may take (each counted at 12x its size); past it they wait, then get 503 server_busy",
 			bind: mebibytes(func(c *Config) *int64 { return &c.BodyMemoryMB })},
+		{flag: "allow-metadata-addresses", env: "SVC_ALLOW_METADATA_ADDRESSES", def: "false", help: "let connection calls reach link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254, metadata.google.internal...), refused by default",
+			bind: func(c *Config, v string) error {
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					err = errors.New("must be true or false")
+				}
+				c.AllowMetadata = b
+				return err
+			}},
 		{flag: "approval-timeout", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",
 			bind: func(c *Config, v string) error {
 				d, err := ParseApprovalTimeout(v)

@@ -32,6 +32,13 @@ func devCommand() *cobra.Command {
 		if port < 0 || port > 65535 {
 			return fmt.Errorf("--port %d: want 0 to 65535", port)
 		}
+		if v, ok := os.LookupEnv("SVC_ALLOW_METADATA_ADDRESSES"); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("setting SVC_ALLOW_METADATA_ADDRESSES = %q: must be true or false", v)
+			}
+			o.AllowMetadataAddresses = b
+		}
 		if v, ok := os.LookupEnv("SVC_APPROVAL_TIMEOUT"); ok {
 			d, err := ParseApprovalTimeout(v)
 			if err != nil {

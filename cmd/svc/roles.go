@@ -126,8 +126,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			rt, err := runtime.New(runtime.Options{
 				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
-				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
-				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
+				AllowMetadataAddresses: p.cfg.AllowMetadata,
+				Storage:                turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
+				Models:                 runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID), StoreBackend: backend,
 			})

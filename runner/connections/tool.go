@@ -188,14 +188,17 @@ func (t *Tool) Decide(ctx context.Context, call tools.Call) (Decision, error) {
 	return d, nil
 }
 
-// NeedsApproval implements tools.Approver: true when the endpoint rule of the call asks for
+// NeedsApproval implements tools.Approver: a request (for the confirmation_required frame) when the endpoint rule of the call asks for
 // confirmation (policy.json confirm "always", or "write" on a mutating method, or an
 // access.json "confirm" rule), whatever the intent; an error, without asking, for a call that
 // would be refused anyway (bad arguments or path, missing intent or context key, a deny rule,
 // a write only "*" matches).
-func (t *Tool) NeedsApproval(ctx context.Context, call tools.Call) (bool, error) {
+func (t *Tool) NeedsApproval(ctx context.Context, call tools.Call) (*tools.ApprovalRequest, error) {
 	d, err := t.Decide(ctx, call)
-	return d.NeedsApproval, err
+	if err != nil || !d.NeedsApproval {
+		return nil, err
+	}
+	return &tools.ApprovalRequest{Endpoint: d.Endpoint, Method: d.Method, Reason: d.Reason, Escalated: d.Escalated, Connection: d.Connection}, nil
 }
 
 // Call implements tools.Tool. It checks everything again (arguments, path, intent, rules; it

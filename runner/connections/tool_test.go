@@ -82,7 +82,8 @@ func TestRequestRules(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			before := hits.Load()
 			call := tools.Call{ID: "c", Arguments: json.RawMessage(c.args), Session: tools.Session{ID: "s"}}
-			need, nerr := h.tool.NeedsApproval(context.Background(), call)
+			req, nerr := h.tool.NeedsApproval(context.Background(), call)
+			need := req != nil
 			res, err := h.tool.Call(context.Background(), call)
 			if c.want == refused {
 				if nerr == nil || err == nil {
@@ -256,9 +257,9 @@ func TestContextInjection(t *testing.T) {
 	ctx := map[string]string{"tenant": "acme corp", "user": "u/1"}
 
 	args := `{"connection":"crm","method":"GET","path":"/tenants/{{context.tenant}}/tickets","query":{"user":"{{context.user}}"}}`
-	need, err := h.tool.NeedsApproval(context.Background(), tools.Call{Arguments: json.RawMessage(args), Session: tools.Session{Context: ctx}})
-	if err != nil || need {
-		t.Errorf("NeedsApproval = %v, %v; want the context rule (confirm never) to apply", need, err)
+	req, err := h.tool.NeedsApproval(context.Background(), tools.Call{Arguments: json.RawMessage(args), Session: tools.Session{Context: ctx}})
+	if err != nil || req != nil {
+		t.Errorf("NeedsApproval = %+v, %v; want the context rule (confirm never) to apply", req, err)
 	}
 	res, err := h.call(t, args, ctx)
 	if out := response(t, res, err); out["status"] != float64(204) || out["body"] != nil {
@@ -269,9 +270,9 @@ func TestContextInjection(t *testing.T) {
 	}
 
 	// Another tenant's path is not the context rule: the {id} rule asks first.
-	need, err = h.tool.NeedsApproval(context.Background(), tools.Call{Arguments: json.RawMessage(`{"connection":"crm","method":"GET","path":"/tenants/globex/tickets"}`), Session: tools.Session{Context: ctx}})
-	if err != nil || !need {
-		t.Errorf("NeedsApproval for another tenant = %v, %v; want true", need, err)
+	req, err = h.tool.NeedsApproval(context.Background(), tools.Call{Arguments: json.RawMessage(`{"connection":"crm","method":"GET","path":"/tenants/globex/tickets"}`), Session: tools.Session{Context: ctx}})
+	if err != nil || req == nil {
+		t.Errorf("NeedsApproval for another tenant = %+v, %v; want a request", req, err)
 	}
 
 	// A missing key in an auth template is an error naming the key and the field.

@@ -18,6 +18,7 @@ type Prompt struct {
 	Knowledge    []*agent.Knowledge // listed (name: description) when load_knowledge can read them
 	Skills       []*agent.Skill     // listed (name: trigger) when load_skill can load them
 	Active       *agent.Skill       // the skill of a skill-scoped session: its whole text is included
+	Connections  string             // the section on the connections the request tool reaches
 }
 
 // Compile returns the system prompt with its {{context.KEY}} templates still in place; Fill
@@ -56,6 +57,10 @@ func (p Prompt) Compile() string {
 			}
 			b.WriteByte('\n')
 		}
+	}
+	if s := strings.TrimSpace(p.Connections); s != "" {
+		b.WriteString("\n\n")
+		b.WriteString(s)
 	}
 	if p.Active != nil {
 		b.WriteString("\n\n## Active skill: ")

@@ -22,8 +22,10 @@ type DevOptions struct {
 	// MaxTurns and IdleTimeout are as in Options.
 	MaxTurns    int
 	IdleTimeout time.Duration
-	// ApprovalTimeout is as in Options (SVC_APPROVAL_TIMEOUT).
-	ApprovalTimeout time.Duration
+	// ApprovalTimeout and AllowMetadataAddresses are as in Options (SVC_APPROVAL_TIMEOUT,
+	// SVC_ALLOW_METADATA_ADDRESSES).
+	ApprovalTimeout        time.Duration
+	AllowMetadataAddresses bool
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -51,7 +53,8 @@ func NewDev(o DevOptions) (*Runtime, *agent.Agent, error) {
 	rt, err := New(Options{
 		Agent: ag, Version: ag.Config.Version, DeployID: "dev", Sessions: memstore.New(),
 		AuthToken: o.AuthToken, Models: NewModels(env, nil), DefaultModel: o.DefaultModel, Env: env,
-		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, Logger: log,
+		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout,
+		AllowMetadataAddresses: o.AllowMetadataAddresses, Logger: log,
 	})
 	if err != nil {
 		return nil, nil, err

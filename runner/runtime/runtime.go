@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"svc/agent"
 	"svc/auth"
 	"svc/runner/approvals"
+	"svc/runner/connections"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
@@ -70,6 +73,12 @@ type Options struct {
 	DefaultModel agent.ModelRef
 	// Env resolves env: references (for /inspect/connections); nil means none resolve.
 	Env func(name string) (string, bool)
+	// AllowMetadataAddresses lets connection calls reach link-local and cloud metadata
+	// addresses (SVC_ALLOW_METADATA_ADDRESSES); they are refused by default.
+	AllowMetadataAddresses bool
+	// ConnectionTransport, when set, is the transport connection calls start from (tests);
+	// its proxy and dialer are always replaced.
+	ConnectionTransport *http.Transport
 	// StoreBackend keeps the records of the agent's stores (svc/stores); nil means memory for
 	// this runtime. Close closes it.
 	StoreBackend stores.Backend
@@ -97,26 +106,28 @@ type Options struct {
 // Runtime serves one agent. Create it with New, serve it with ServeHTTP, stop its background
 // work with Close.
 type Runtime struct {
-	opts     Options
-	ag       *agent.Agent
-	store    sessions.Store
-	locker   sessions.Locker
-	models   func(agent.ModelRef) (models.Provider, error)
-	log      *slog.Logger
-	now      func() time.Time
-	idle     time.Duration
-	mux      *http.ServeMux
-	profiles *turn.Profiles
-	guard    *agent.InputGuard // svc.json guardrails.preInput; nil checks nothing
-	turns    *turn.Engine
-	bus      *bus
-	cache    *live.Cache // the sessions held in memory between requests
-	blobs    sessions.Blobs
-	bodies   *BodyBudget
-	hub      *approvals.Hub
-	records  *stores.Records
-	backend  stores.Backend
-	ownHub   bool // the hub is this runtime's: Close closes it
+	opts       Options
+	ag         *agent.Agent
+	store      sessions.Store
+	locker     sessions.Locker
+	models     func(agent.ModelRef) (models.Provider, error)
+	log        *slog.Logger
+	now        func() time.Time
+	idle       time.Duration
+	mux        *http.ServeMux
+	profiles   *turn.Profiles
+	guard      *agent.InputGuard // svc.json guardrails.preInput; nil checks nothing
+	turns      *turn.Engine
+	bus        *bus
+	cache      *live.Cache // the sessions held in memory between requests
+	blobs      sessions.Blobs
+	bodies     *BodyBudget
+	hub        *approvals.Hub
+	records    *stores.Records
+	conns      *connections.Client // nil without connections
+	connHealth connHealth
+	backend    stores.Backend
+	ownHub     bool // the hub is this runtime's: Close closes it
 
 	done   chan struct{}
 	closed sync.Once
@@ -180,6 +191,34 @@ func New(opts Options) (*Runtime, error) {
 	}
 	rt.records = records
 	ext := tools.Extensions{Stores: func(access map[string]string) []tools.Tool { return stores.Tools(records, access) }}
+	if len(rt.ag.Connections) > 0 {
+		env := opts.Env
+		if env == nil {
+			env = func(string) (string, bool) { return "", false }
+		}
+		client, err := connections.New(slices.Collect(maps.Values(rt.ag.Connections)), connections.Options{
+			Secret:        func(_ context.Context, name string) (string, bool, error) { v, ok := env(name); return v, ok, nil },
+			Transport:     opts.ConnectionTransport,
+			Logger:        rt.log,
+			AllowMetadata: opts.AllowMetadataAddresses,
+		})
+		if err != nil {
+			_ = rt.backend.Close()
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+		rt.conns = client
+		ext.Connections = func(names []string) (tools.Tool, string, error) {
+			t, err := client.Tool(names)
+			if err != nil {
+				return nil, "", err
+			}
+			subset := make([]*agent.Connection, 0, len(names))
+			for _, n := range names {
+				subset = append(subset, rt.ag.Connections[n])
+			}
+			return t, connections.Prompt(subset), nil
+		}
+	}
 	rt.profiles = turn.NewProfiles(rt.ag, ext, opts.ExtraTools)
 	if g := rt.ag.Config.Guardrails; g != nil {
 		guard, err := g.PreInput.Compile()
@@ -202,6 +241,10 @@ func New(opts Options) (*Runtime, error) {
 	rt.routes()
 	rt.wg.Add(1)
 	go rt.evictLoop()
+	if rt.conns != nil {
+		rt.wg.Add(1)
+		go rt.checkConnections()
+	}
 	return rt, nil
 }
 
@@ -240,6 +283,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		close(rt.done)
 		if rt.ownHub {
 			_ = rt.hub.Close() // a memory hub has nothing to fail
+		}
+		if rt.conns != nil {
+			rt.conns.Close()
 		}
 		if cerr := rt.backend.Close(); cerr != nil {
 			err = fmt.Errorf("runtime: close the stores: %w", cerr)

@@ -7,15 +7,18 @@ import (
 	"strings"
 	"time"
 
+	"svc/runner/connections"
 	"svc/runner/sse"
 	"svc/runner/turn"
 )
 
 // health serves GET /health (CONTRACT §6). It needs no credentials.
 func (rt *Runtime) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{
-		"status": "ok", "deployId": rt.opts.DeployID, "agent": rt.ag.Config.Name, "version": rt.opts.Version,
-	})
+	out := map[string]any{"status": "ok", "deployId": rt.opts.DeployID, "agent": rt.ag.Config.Name, "version": rt.opts.Version}
+	if rt.conns != nil {
+		out["connections"] = rt.connHealth.snapshot() // a failing connection does not fail the runtime
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 type namedText struct {
@@ -138,6 +141,10 @@ func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, c *
 	if conn.Access != nil {
 		out["access"] = conn.Access
 	}
+	// The rules as the request tool applies them: policy.json and access.json merged, in the
+	// order they are tried (most specific first), with hidden fields and the rate limit.
+	d := connections.Describe(conn)
+	out["rules"] = map[string]any{"endpoints": d.Endpoints, "hidden": d.Hidden, "rateLimit": d.RateLimit}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -17,6 +17,8 @@ type Selection struct {
 	Skills []*agent.Skill
 	// Omitted names, for people, each capability left out, such as "composite tool triage".
 	Omitted []string
+	// Connections is the system prompt's section on the connections the request tool reaches.
+	Connections string
 }
 
 // Extensions are the tools other packages make from what an agent declares (they import this
@@ -25,6 +27,9 @@ type Selection struct {
 type Extensions struct {
 	// Stores returns the store tools of access modes by store name ("r" or "rw").
 	Stores func(access map[string]string) []Tool
+	// Connections returns the request tool over the named connections and the section of the
+	// system prompt that describes them.
+	Connections func(names []string) (Tool, string, error)
 }
 
 // ForAgent selects the tools of named, an agent of ag; named nil is the unscoped default chat,
@@ -34,8 +39,8 @@ type Extensions struct {
 // ask_user is offered to a named agent that lists it; handoff to every agent when agents/
 // defines more than one, over the others.
 //
-// Connections, composite and durable tools are not supported yet: they are left out and listed
-// in Omitted, never offered with a stand-in.
+// Composite and durable tools are not supported yet: they are left out and listed in Omitted,
+// never offered with a stand-in.
 func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selection {
 	var sel Selection
 	var ts []Tool
@@ -50,6 +55,24 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 			}
 		}
 		ts = append(ts, NewHandoff(others))
+	}
+	addConnections := func(names []string) {
+		if len(names) == 0 {
+			return
+		}
+		if ext.Connections != nil {
+			t, prompt, err := ext.Connections(names)
+			if err == nil {
+				ts = append(ts, t)
+				sel.Connections = prompt
+				return
+			}
+			sel.Omitted = append(sel.Omitted, "connections ("+err.Error()+")")
+			return
+		}
+		for _, name := range names {
+			sel.Omitted = append(sel.Omitted, "connection "+name)
+		}
 	}
 	addStores := func(access map[string]string) {
 		if ext.Stores == nil {
@@ -93,9 +116,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 		for _, name := range sortedNames(ag.Tools) {
 			sel.Omitted = append(sel.Omitted, toolKind(ag.Tools[name])+" "+name)
 		}
-		for _, name := range sortedNames(ag.Connections) {
-			sel.Omitted = append(sel.Omitted, "connection "+name)
-		}
+		addConnections(sortedNames(ag.Connections))
 		all := make(map[string]string, len(ag.Stores))
 		for name := range ag.Stores {
 			all[name] = "rw"
@@ -129,9 +150,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 			sel.Omitted = append(sel.Omitted, "tool "+name)
 		}
 	}
-	for _, name := range named.Connections {
-		sel.Omitted = append(sel.Omitted, "connection "+name)
-	}
+	addConnections(named.Connections)
 	addStores(named.Stores)
 	sel.Omitted = slices.Compact(sel.Omitted)
 	addHandoff()

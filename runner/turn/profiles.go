@@ -57,7 +57,7 @@ func NewProfiles(ag *agent.Agent, ext tools.Extensions, extra []tools.Tool) *Pro
 		}
 		for _, sk := range skills {
 			p := &Profile{Named: named, Tools: sel}
-			pr := loop.Prompt{BasePrompt: ag.Config.BasePrompt, Knowledge: sel.Knowledge, Skills: sel.Skills}
+			pr := loop.Prompt{BasePrompt: ag.Config.BasePrompt, Knowledge: sel.Knowledge, Skills: sel.Skills, Connections: sel.Connections}
 			if named != nil {
 				pr.Instructions = named.Instructions
 			}

@@ -1,0 +1,125 @@
+package runtime_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/agent"
+	"svc/runner/models"
+	"svc/runner/runtime"
+)
+
+// TestSupportDeskActs runs the support-desk fixture's store and connection tools end to end
+// with the echo model: a read of the status API, a write that asks the user first and runs once
+// approved, and a ticket in the store; the API's token reaches the API and nothing else.
+func TestSupportDeskActs(t *testing.T) {
+	const token = "Bearer sk-status-SECRET-7f3a"
+	var mu sync.Mutex
+	var seen []string // method path auth of each call the status API got
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/health" { // the runtime's check of testPath, for its /health
+			io.WriteString(w, `{"ok": true}`)
+			return
+		}
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		switch {
+		case r.Method == "GET" && r.URL.Path == "/incidents":
+			io.WriteString(w, `[{"id": "inc_1", "title": "VPN down", "severity": "major"}]`)
+		case r.Method == "POST" && r.URL.Path == "/incidents/inc_1/subscribe":
+			io.WriteString(w, `{"subscribed": true, "echo_auth": "`+r.Header.Get("Authorization")+`"}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer api.Close()
+	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": token}
+	var logs bytes.Buffer
+	e := start(t, runtime.Options{
+		Agent: loadAgent(t, "support-desk"), DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"},
+		Env:    func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	var all strings.Builder
+	keep := func(fs []frame) []frame {
+		for _, f := range fs {
+			all.WriteString(f.Raw + "\n")
+		}
+		return fs
+	}
+
+	// A read runs at once; its body comes back parsed.
+	fs := keep(e.chat("", map[string]any{"message": `/tool request {"connection": "status", "method": "GET", "path": "/incidents"}`, "session_id": "ses_desk"}))
+	res := ofType(fs, "tool_call_result")
+	if len(res) != 1 || res[0].Data["status"] != "success" || !strings.Contains(str(res[0].Data["content"]), "VPN down") {
+		t.Fatalf("read: %v", res)
+	}
+	// A write asks first (policy confirm always), then runs once approved.
+	s := e.open(t, map[string]any{"message": `/tool request {"connection": "status", "method": "POST", "path": "/incidents/inc_1/subscribe", "intent": "write", "body": {"email": "jo@example.com"}}`, "session_id": "ses_desk"})
+	c := s.until("confirmation_required").Data
+	if c["connection_name"] != "status" || c["method"] != "POST" || c["endpoint"] != "/incidents/inc_1/subscribe" || c["reason"] != "Subscribe the customer to updates" {
+		t.Errorf("confirmation_required %v", c)
+	}
+	if r := e.answer("ses_desk", str(c["correlation_id"]), true); r.Status != http.StatusOK {
+		t.Fatalf("answer: %d %s", r.Status, r.Body)
+	}
+	if res := s.until("tool_call_result").Data; res["status"] != "success" || !strings.Contains(str(res["content"]), "subscribed") {
+		t.Errorf("write: %v", res)
+	}
+	s.until("done")
+	for _, f := range s.all {
+		all.WriteString(f.Raw + "\n")
+	}
+	// A write that no specific rule allows is refused without asking.
+	fs = keep(e.chat("", map[string]any{"message": `/tool request {"connection": "status", "method": "DELETE", "path": "/incidents/inc_1", "intent": "write"}`, "session_id": "ses_desk"}))
+	if res := ofType(fs, "tool_call_result"); len(res) != 1 || res[0].Data["status"] != "error" || len(ofType(fs, "confirmation_required")) != 0 {
+		t.Errorf("refused write: %v", types(fs))
+	}
+	// A ticket goes to the store.
+	fs = keep(e.chat("", map[string]any{"message": `/tool store__tickets__set {"customer_id": "acme", "number": 1, "subject": "VPN down", "status": "open"}`, "session_id": "ses_desk"}))
+	if res := ofType(fs, "tool_call_result"); len(res) != 1 || res[0].Data["status"] != "success" {
+		t.Errorf("ticket: %v", res)
+	}
+
+	mu.Lock()
+	got := strings.Join(seen, "\n")
+	mu.Unlock()
+	if got != "GET /incidents "+token+"\nPOST /incidents/inc_1/subscribe "+token {
+		t.Errorf("the status API got:\n%s", got)
+	}
+	// The token was sent, and appears nowhere else: not in frames, history, inspect or logs.
+	hist := e.do("GET", "/sessions/history/ses_desk", "", nil)
+	inspect := e.do("GET", "/inspect/connections/status", "", nil)
+	for what, text := range map[string]string{"frames": all.String(), "history": string(hist.Body), "inspect": string(inspect.Body), "logs": logs.String()} {
+		if strings.Contains(text, "SECRET-7f3a") {
+			t.Errorf("the connection's token appears in the %s", what)
+		}
+	}
+	// /health reports the connection's check of its testPath (it runs at start, on its own).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hr := e.do("GET", "/health", "", nil)
+		st, _ := hr.JSON["connections"].(map[string]any)["status"].(map[string]any)
+		if st["status"] == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health: %s", hr.Body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var h struct{ Messages []json.RawMessage }
+	if err := json.Unmarshal(hist.Body, &h); err != nil || len(h.Messages) < 8 {
+		t.Errorf("history: %v, %d messages", err, len(h.Messages))
+	}
+}
