@@ -200,6 +200,8 @@ type Tool struct {
 	Parameters  json.RawMessage `json:"parameters"`
 	Uses        Uses            `json:"uses"`
 	Execution   string          `json:"execution,omitempty"` // "durable" or "" (inline)
+	// RequiresConfirmation makes every call of the tool wait for the user's approval.
+	RequiresConfirmation bool `json:"requiresConfirmation,omitempty"`
 	// Layout is "handler" (tool.json + handler.ts) or "tool.ts" (tool.ts present; tool.json ignored,
 	// composition methods not bound).
 	Layout string `json:"-"`

@@ -43,6 +43,10 @@ func TestToolProblems(t *testing.T) {
 				{File: tj, Line: 5, Message: `field "execution" must be "durable" or absent, got "later"`},
 				{File: tj, Line: 6, Message: `unknown field "timeout"`},
 			}},
+		{name: "requiresConfirmation", files: tool(`{"name": "x", "parameters": {"type": "object"}, "requiresConfirmation": true}`, handler)},
+		{name: "requiresConfirmation not a boolean", files: tool(`{"name": "x", "parameters": {"type": "object"},
+  "requiresConfirmation": "yes"}`, handler),
+			want: []Problem{{File: tj, Line: 2, Message: `field "requiresConfirmation" must be a boolean, got a string`}}},
 		{name: "missing name and parameters", files: tool(`{}`, handler),
 			want: []Problem{
 				{File: tj, Message: `missing required field "name" (the folder name, "x")`},
