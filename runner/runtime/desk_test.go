@@ -14,6 +14,7 @@ import (
 
 	"svc/agent"
 	"svc/runner/models"
+	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
 
@@ -121,5 +122,44 @@ func TestSupportDeskActs(t *testing.T) {
 	var h struct{ Messages []json.RawMessage }
 	if err := json.Unmarshal(hist.Body, &h); err != nil || len(h.Messages) < 8 {
 		t.Errorf("history: %v, %d messages", err, len(h.Messages))
+	}
+}
+
+// TestSupportDeskActsWithAModelAPI is the same tools asked for by an OpenAI-compatible model API
+// (a fake on 127.0.0.1): two calls in one answer, run in parallel, then the model's reply.
+func TestSupportDeskActsWithAModelAPI(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `[{"id": "inc_1", "title": "VPN down"}]`)
+	}))
+	defer api.Close()
+	model := modelstest.NewOpenAIServer(t,
+		modelstest.Turn{ToolCalls: []modelstest.ToolCall{
+			{ID: "c1", Name: "request", Arguments: `{"connection": "status", "method": "GET", "path": "/incidents"}`},
+			{ID: "c2", Name: "store__tickets__set", Arguments: `{"customer_id": "acme", "number": 2, "subject": "VPN", "status": "open"}`},
+		}},
+		modelstest.Turn{Text: []string{"Filed ticket acme-2 about the VPN incident."}})
+	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": "t"}
+	ag := loadAgent(t, "support-desk")
+	ag.Config.Models["main"] = agent.ModelRef{Provider: "openai", Model: "gpt-4.1-mini"} // the fixture's is echo
+	e := start(t, runtime.Options{
+		Agent: ag, Models: openaiModels(model),
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+	})
+	fs := e.chat("", map[string]any{"message": "Is the VPN down? File a ticket for acme."})
+	res := ofType(fs, "tool_call_result")
+	if len(res) != 2 || res[0].Data["status"] != "success" || res[1].Data["status"] != "success" {
+		t.Fatalf("results %v; frames %v", res, fs)
+	}
+	if text(fs) != "Filed ticket acme-2 about the VPN incident." || done(t, fs)["reason"] != "model_stop" {
+		t.Errorf("answer %q, done %v", text(fs), done(t, fs))
+	}
+	if r := e.do("GET", "/stores/tickets/acme-2", "", nil); r.Status != http.StatusOK {
+		t.Errorf("the ticket: %d %s", r.Status, r.Body)
+	}
+	// The second model call saw both results.
+	reqs := model.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "VPN down") || !strings.Contains(string(reqs[1].Body), "acme-2") {
+		t.Errorf("the model's second request lacks the tool results")
 	}
 }
