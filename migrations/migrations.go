@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"strings"
+	"testing/fstest"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -22,6 +23,28 @@ import (
 
 //go:embed postgres/*.sql sqlite/*.sql
 var files embed.FS
+
+// Files returns the migrations of dialect whose file names end in suffix (such as
+// "_stores.sql"), as a flat file system goose can run: a set of tables that another database may
+// need too reuses the platform's migration files instead of a copy of them.
+func Files(dialect Dialect, suffix string) (fs.FS, error) {
+	entries, err := fs.ReadDir(files, string(dialect))
+	if err != nil {
+		return nil, fmt.Errorf("migrations of %s: %w", dialect, err)
+	}
+	out := fstest.MapFS{}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), suffix) {
+			continue
+		}
+		data, err := fs.ReadFile(files, string(dialect)+"/"+e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("migrations of %s: %w", dialect, err)
+		}
+		out[e.Name()] = &fstest.MapFile{Data: data}
+	}
+	return out, nil
+}
 
 // Dialect names a supported database.
 type Dialect string

@@ -23,10 +23,10 @@
 // (the current version of each key) and store_versions (the earlier ones), in SQLite or
 // Postgres, with an agent_id column so that agents can share a database: the platform database
 // (migration 00009) or a database of the agent's own named by svc.json "stores.url". Open
-// creates the tables in the latter with the same versioned SQL, embedded under schema/ and run
-// by goose with a version table of its own (svc_stores_goose_version), rather than with an
-// ad-hoc AutoMigrate: both databases get the same tables, and a later change is a numbered file
-// in both places. A test keeps the two copies equal.
+// creates the tables in the latter with the same files, the platform migrations whose names end
+// in _stores.sql, run by goose with a version table of its own (svc_stores_goose_version),
+// rather than with an ad-hoc AutoMigrate: both databases get the same tables from one copy of
+// the SQL, and a later change to them is one new migration named *_stores.sql.
 //
 // The backends live in this package, not in sub-packages per backend, so that Open can choose
 // one with a switch (STYLE 10) without an import cycle.

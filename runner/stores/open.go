@@ -2,9 +2,7 @@ package stores
 
 import (
 	"context"
-	"embed"
 	"fmt"
-	"io/fs"
 	"strings"
 
 	"github.com/pressly/goose/v3"
@@ -15,31 +13,10 @@ import (
 	"svc/migrations"
 )
 
-// schema is the store tables as versioned SQL (goose), one set per dialect, run by Open on a
-// database of the agent's own. Its files are the platform migrations of the store tables
-// (00009 on): a change to the tables is a new file in both places, with the same text.
-//
-//go:embed schema/postgres/*.sql schema/sqlite/*.sql
-var schema embed.FS
-
-// schemaFiles returns the store schema of dialect, file name to SQL: what Open applies to a
-// database of the agent's own.
-func schemaFiles(dialect migrations.Dialect) (map[string]string, error) {
-	dir := "schema/" + string(dialect)
-	entries, err := fs.ReadDir(schema, dir)
-	if err != nil {
-		return nil, fmt.Errorf("store schema of %s: %w", dialect, err)
-	}
-	out := map[string]string{}
-	for _, e := range entries {
-		data, err := fs.ReadFile(schema, dir+"/"+e.Name())
-		if err != nil {
-			return nil, fmt.Errorf("store schema of %s: %w", dialect, err)
-		}
-		out[e.Name()] = string(data)
-	}
-	return out, nil
-}
+// schemaSuffix ends the names of the platform migrations of the store tables (00009_stores.sql
+// on): Open runs the same files on a database of the agent's own, so that both databases get the
+// same tables from one copy of the SQL, and a change to the tables is one new migration.
+const schemaSuffix = "_stores.sql"
 
 // Names of the migration bookkeeping on a database of the agent's own: a goose version table
 // and a Postgres advisory lock of their own, so that they never meet the platform's.
@@ -70,7 +47,7 @@ type OpenParams struct {
 //   - backend "memory": memory, lost when the runtime stops (a url is not used);
 //   - backend "sqlite" or "postgres" with a url: the database that env: reference names,
 //     opened as migrations.Open does (postgres:// URLs; sqlite:PATH or a file path) and
-//     brought up to date with the embedded store schema (its own goose version table);
+//     brought up to date with the platform's store migrations (its own goose version table);
 //     Close closes it;
 //   - backend "sqlite" or "postgres" without a url: the platform database, whatever its
 //     dialect; an error when there is none.
@@ -138,14 +115,14 @@ func resolveURL(cfg *agent.StoresConfig, env func(string) (string, bool)) (strin
 	return url, nil
 }
 
-// migrateSchema applies the embedded store schema to db.
+// migrateSchema applies the platform's store migrations to db, with a version table of their own.
 func migrateSchema(ctx context.Context, db *gorm.DB) error {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return err
 	}
 	dialect := migrations.DialectOf(db)
-	sub, err := fs.Sub(schema, "schema/"+string(dialect))
+	sub, err := migrations.Files(dialect, schemaSuffix)
 	if err != nil {
 		return err
 	}

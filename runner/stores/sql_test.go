@@ -3,7 +3,6 @@ package stores_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -59,7 +58,7 @@ func openOwn(t *testing.T, backend, url, agentID string) stores.Backend {
 }
 
 // TestSQLOwnDatabase runs the suite on databases given by a url, which Open creates the store
-// tables in with the embedded schema.
+// tables in with the platform's store migrations.
 func TestSQLOwnDatabase(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "stores.db")
@@ -106,8 +105,8 @@ func TestOwnDatabaseSchema(t *testing.T) {
 		if err := db.Raw("SELECT version_id FROM svc_stores_goose_version WHERE version_id > 0 ORDER BY id").Scan(&applied).Error; err != nil {
 			t.Fatal(err)
 		}
-		if fmt.Sprint(applied) != "[1]" {
-			t.Errorf("applied store migrations = %v, want [1]", applied)
+		if fmt.Sprint(applied) != "[9]" {
+			t.Errorf("applied store migrations = %v, want [9], the platform's 00009_stores.sql", applied)
 		}
 	}
 	t.Run("sqlite", func(t *testing.T) { check(t, "sqlite", filepath.Join(t.TempDir(), "own.db")) })
@@ -132,27 +131,5 @@ func TestOwnDatabaseIsThePlatformDatabase(t *testing.T) {
 	}
 	if _, err := shared.Get(context.Background(), "notes", "n"); err != nil {
 		t.Fatalf("the platform database does not see the record: %v", err)
-	}
-}
-
-// TestSchemaIsThePlatformMigration keeps the embedded store schema and the platform's
-// migration 00009 the same SQL, so that both databases get the same tables.
-func TestSchemaIsThePlatformMigration(t *testing.T) {
-	for _, dialect := range []migrations.Dialect{migrations.SQLite, migrations.Postgres} {
-		files, err := stores.SchemaFiles(dialect)
-		if err != nil {
-			t.Fatal(err)
-		}
-		own, ok := files["00001_stores.sql"]
-		if !ok || len(files) != 1 {
-			t.Fatalf("%s: store schema files = %v, want 00001_stores.sql", dialect, files)
-		}
-		platform, err := os.ReadFile(filepath.Join("..", "..", "migrations", string(dialect), "00009_stores.sql"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if own != string(platform) {
-			t.Errorf("%s: runner/stores/schema/%s/00001_stores.sql differs from migrations/%s/00009_stores.sql", dialect, dialect, dialect)
-		}
 	}
 }
