@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/term"
 	"gorm.io/gorm"
 
@@ -45,6 +46,9 @@ type platform struct {
 	revocations *auth.Revocations
 	queue       workers.Queue
 	closers     []func() error
+	// metrics is the process's Prometheus registry: the API's and the runtimes' metrics, on
+	// GET /metrics of the platform's host (and of a runner's own host).
+	metrics *prometheus.Registry
 }
 
 // newLogger builds the process logger: JSON unless the output is a terminal (or as configured).
@@ -142,6 +146,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	p.tokens, p.apiKeys = auth.NewTokens(p.db), auth.NewAPIKeys(p.db)
 	p.revocations = auth.NewRevocations(p.signer, p.tokens, 0, log)
 	p.stores = registry.NewStores(p.db, p.cipher, p.objects, webhook.NormalizeRepoURL)
+	p.metrics = prometheus.NewRegistry()
 	p.deploys = p.stores.Deployments
 
 	// 4. Queue.

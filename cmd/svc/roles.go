@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
@@ -99,6 +99,10 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
 	p.closers = append(p.closers, hub.Close)
+	metrics, err := runtime.NewMetrics(p.metrics)
+	if err != nil {
+		return nil, fmt.Errorf("runtime metrics: %w", err)
+	}
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
 	return runner.NewRouter(runner.Config{
@@ -126,9 +130,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			rt, err := runtime.New(runtime.Options{
 				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
-				AllowMetadataAddresses: p.cfg.AllowMetadata,
-				Storage:                turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
-				Models:                 runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
+				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics,
+				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
+				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID), StoreBackend: backend,
 			})
@@ -162,7 +166,7 @@ func (p *platform) envOf(agentID string) func(string) (string, bool) {
 func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commits *workers.CommitCache) (*api.API, error) {
 	return api.New(api.Deps{
 		Stores: p.stores, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer,
-		AppsDomain: appsDomain, Logger: p.log, Metrics: prometheus.NewRegistry(), Deployer: p.newDeployer(commits), Runtimes: runtimes,
+		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, Deployer: p.newDeployer(commits), Runtimes: runtimes,
 	})
 }
 
@@ -273,7 +277,12 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		return err
 	}
 	defer router.Close()
+	metrics := promhttp.HandlerFor(p.metrics, promhttp.HandlerOpts{})
 	health := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			metrics.ServeHTTP(w, r)
+			return
+		}
 		if r.URL.Path == "/health" {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"status":"ok","role":"runner"}`)) // the client may be gone

@@ -73,6 +73,9 @@ type Options struct {
 	DefaultModel agent.ModelRef
 	// Env resolves env: references (for /inspect/connections); nil means none resolve.
 	Env func(name string) (string, bool)
+	// Metrics, when set, counts turns, tokens and tool calls; share one among the runtimes of a
+	// process.
+	Metrics *Metrics
 	// AllowMetadataAddresses lets connection calls reach link-local and cloud metadata
 	// addresses (SVC_ALLOW_METADATA_ADDRESSES); they are refused by default.
 	AllowMetadataAddresses bool
@@ -231,7 +234,7 @@ func New(opts Options) (*Runtime, error) {
 		Agent: rt.ag, AgentID: opts.AgentID, Profiles: rt.profiles, Cache: rt.cache, Store: rt.store,
 		Blobs: rt.blobs, Locker: rt.locker, Storage: opts.Storage, Models: rt.models,
 		DefaultModel: opts.DefaultModel, MaxTurns: opts.MaxTurns, ContextWindow: opts.ContextWindow,
-		Approvals: rt.hub, ApprovalTimeout: opts.ApprovalTimeout,
+		Approvals: rt.hub, ApprovalTimeout: opts.ApprovalTimeout, Observer: observer(opts.Metrics),
 		Logger: rt.log, Now: rt.now,
 	})
 	if err != nil {

@@ -77,8 +77,10 @@ type Config struct {
 	// calls. ApprovalTimeout denies an approval without an answer (0: approvals.DefaultTimeout).
 	Approvals       *approvals.Hub
 	ApprovalTimeout time.Duration
-	Logger          *slog.Logger
-	Now             func() time.Time
+	// Observer, when set, is told of every turn that runs (metrics).
+	Observer Observer
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Engine begins and runs turns. It is safe for concurrent use.

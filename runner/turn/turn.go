@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"svc/agent"
@@ -208,6 +209,12 @@ func (t *Turn) Abandon() {
 // (a client that left) should cancel ctx: the turn ends with user_abort and its partial answer
 // is stored. The done frame is the last frame.
 func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
+	var timing *timingSink
+	if obs := t.e.cfg.Observer; obs != nil {
+		obs.TurnStarted()
+		timing = &timingSink{next: sink, start: time.Now()}
+		sink = timing
+	}
 	_ = sink.Emit(&sse.Frame{Type: sse.TypeInit, SessionID: t.l.ID}) // a gone client cancels ctx through the sink
 	if t.redacted != "" {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeInputRedacted, Text: t.redacted})
@@ -253,6 +260,9 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 		res.Reason = loop.ReasonError
 	}
 	t.finish(ctx, res)
+	if timing != nil {
+		t.e.cfg.Observer.TurnDone(t.report(res, timing.first))
+	}
 	_ = sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, Usage: &sse.Usage{
 		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
 		CachedTokens: res.Usage.CachedTokens, TotalTokens: res.Usage.Total(),

@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/runner/turn"
+)
+
+// Metrics are the Prometheus metrics of the runtimes of a process. Share one among them; it
+// implements turn.Observer.
+type Metrics struct {
+	streams    prometheus.Gauge
+	turns      *prometheus.CounterVec
+	firstDelta prometheus.Histogram
+	tokens     *prometheus.CounterVec
+	toolCalls  *prometheus.CounterVec
+}
+
+var _ turn.Observer = (*Metrics)(nil)
+
+// NewMetrics makes the runtime metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_chat_turns_active", Help: "Chat turns running now (streams, sync and AI SDK answers).",
+		}),
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_chat_turns_total", Help: "Chat turns by done reason.",
+		}, []string{"reason"}),
+		firstDelta: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "svc_chat_first_delta_seconds", Help: "Time from the start of a turn to its first text or thinking delta.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_model_tokens_total", Help: "Model tokens by provider, model and kind (input, output, cached).",
+		}, []string{"provider", "model", "kind"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_tool_calls_total", Help: "Tool calls by tool and status (success, error).",
+		}, []string{"tool", "status"}),
+	}
+	for _, c := range []prometheus.Collector{m.streams, m.turns, m.firstDelta, m.tokens, m.toolCalls} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// TurnStarted implements turn.Observer.
+func (m *Metrics) TurnStarted() { m.streams.Inc() }
+
+// TurnDone implements turn.Observer.
+func (m *Metrics) TurnDone(r turn.Report) {
+	m.streams.Dec()
+	m.turns.WithLabelValues(string(r.Reason)).Inc()
+	if r.FirstDelta > 0 {
+		m.firstDelta.Observe(r.FirstDelta.Seconds())
+	}
+	add := func(kind string, n int) {
+		if n > 0 {
+			m.tokens.WithLabelValues(r.Provider, r.Model, kind).Add(float64(n))
+		}
+	}
+	add("input", r.Usage.InputTokens)
+	add("output", r.Usage.OutputTokens)
+	add("cached", r.Usage.CachedTokens)
+	for _, t := range r.Tools {
+		status := "success"
+		if t.Error {
+			status = "error"
+		}
+		m.toolCalls.WithLabelValues(t.Name, status).Inc()
+	}
+}
+
+// observer is m as a turn.Observer: nil (no interface holding a nil pointer) without metrics.
+func observer(m *Metrics) turn.Observer {
+	if m == nil {
+		return nil
+	}
+	return m
+}
