@@ -69,7 +69,7 @@ func (c *callCtx) bindGlobals() {
 
 // require refuses every module: a handler is one file, and reaches the outside through ctx.
 func (c *callCtx) require(name string) goja.Value {
-	panic(c.vm.NewGoError(&notAvailableError{"require(" + quote(name) + ")", "handlers cannot import modules"}))
+	panic(c.vm.NewGoError(&notAvailableError{"require(" + quote(name) + ")", "not available: a handler cannot import modules"}))
 }
 
 // logger returns a log function whose lines are prefixed with prefix.

@@ -142,7 +142,7 @@ func TestThrowNamesTheHandlerLine(t *testing.T) {
 		{"endless recursion", "function f(n: number): number {\n  return f(n + 1) + 1;\n}\nexport default async () => f(0);\n",
 			handlers.Error{Tool: "x", Message: "RangeError: call stack over 1000 frames", File: "svc/tools/x/handler.ts", Line: 2}},
 		{"require", "import fs from \"fs\";\nexport default async () => fs.readFileSync(\"/etc/passwd\");\n",
-			handlers.Error{Tool: "x", Message: `require("fs") is handlers cannot import modules`, File: "svc/tools/x/handler.ts", Line: 1}},
+			handlers.Error{Tool: "x", Message: `require("fs") is not available: a handler cannot import modules`, File: "svc/tools/x/handler.ts", Line: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,7 +271,7 @@ func TestDeadlineInterruptsEndlessLoops(t *testing.T) {
 	}
 }
 
-func TestDefaultDeadlineIsNamed(t *testing.T) {
+func TestCallerDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	h := newTool(t, "export default function () { while (true) {} }\n", handlers.Options{})
@@ -356,6 +356,41 @@ func TestSupportDeskHandlers(t *testing.T) {
 		if err == nil || err.Error() != tt.want {
 			t.Errorf("%s(%s) error = %v, want %q", tt.tool, tt.args, err, tt.want)
 		}
+	}
+}
+
+func TestToolTSLayout(t *testing.T) {
+	a, err := agent.Load(fstest.MapFS{
+		"svc.json":                  {Data: []byte(`{"name": "t", "version": "1"}`)},
+		"agents/default/AGENT.md":   {Data: []byte("# T\n\nBe brief.\n")},
+		"agents/default/agent.json": {Data: []byte(`{"name": "default"}`)},
+		"svc/tools/y/tool.ts": {Data: []byte("export default async (p: any, ctx: any) => {\n" +
+			"  ctx.log(\"hi\");\n  return await ctx.callTool(\"z\", {});\n};\n")},
+	})
+	if err != nil {
+		t.Fatalf("agent.Load: %v", err)
+	}
+	h, err := handlers.New(a.Tools["y"], handlers.Options{})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	rec := &recorder{}
+	_, err = h.Call(t.Context(), call(`{}`, rec))
+	if want := "handler y threw at svc/tools/y/tool.ts:3: ctx.callTool is not bound for a tool.ts tool"; err == nil || err.Error() != want {
+		t.Errorf("Call error = %v, want %q", err, want)
+	}
+	if len(rec.frames) != 1 || rec.frames[0].Message != "hi" {
+		t.Errorf("frames = %+v, want the log line", rec.frames)
+	}
+}
+
+func TestDefaultExportNotAFunction(t *testing.T) {
+	h, err := handlers.New(&agent.Tool{Name: "x", JS: "exports.default = 42;\n"}, handlers.Options{})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if _, err := h.Call(t.Context(), call(`{}`, nil)); err == nil || !strings.Contains(err.Error(), "not a function") {
+		t.Errorf("Call error = %v, want the default export is not a function", err)
 	}
 }
 
