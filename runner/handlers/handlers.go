@@ -45,7 +45,8 @@ type Options struct {
 	// MaxLogLines bounds the tool_log frames of one call; further lines are dropped, after one
 	// line saying so. Default DefaultMaxLogLines.
 	MaxLogLines int
-	// MaxLogBytes bounds one log line; a longer one is cut. Default DefaultMaxLogBytes.
+	// MaxLogBytes bounds one log line, and the message of a thrown error; a longer one is cut.
+	// Default DefaultMaxLogBytes.
 	MaxLogBytes int
 	// Cache, when set, shares compiled programs between tools of the same name and JavaScript.
 	Cache *Cache
@@ -131,7 +132,8 @@ func (t *Tool) Call(ctx context.Context, call tools.Call) (tools.Result, error) 
 	return t.run(ctx, goja.New(), call)
 }
 
-// run runs one call in vm, which it leaves interrupted-free for reuse (the benchmark reuses it).
+// run runs one call in vm and leaves no interrupt pending on it, so that it could be reused (the
+// pooled benchmark does).
 func (t *Tool) run(ctx context.Context, vm *goja.Runtime, call tools.Call) (res tools.Result, err error) {
 	if err := context.Cause(ctx); err != nil {
 		return tools.Result{}, fmt.Errorf("handler %s not started: %w", t.def.Name, err)
