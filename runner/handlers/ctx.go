@@ -1,0 +1,175 @@
+package handlers
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/dop251/goja"
+
+	"svc/agent"
+	"svc/runner/sse"
+	"svc/runner/tools"
+)
+
+// callCtx is the state of one call that the handler reaches through its ctx argument and the
+// console. Its methods are the one place where ctx methods are defined (see methods). It lives on
+// the call's goroutine, like its runtime.
+type callCtx struct {
+	t    *Tool
+	vm   *goja.Runtime
+	call tools.Call
+	logs int // log lines emitted (or dropped) so far
+}
+
+func newCallCtx(t *Tool, vm *goja.Runtime, call tools.Call) *callCtx {
+	return &callCtx{t: t, vm: vm, call: call}
+}
+
+// unavailable lists the ctx methods of spec 4.7 that this runtime does not bind yet; calling one
+// throws. Composition (callTool, callSubagent) and durable execution come next.
+var unavailable = []string{
+	"callTool", "callSubagent",
+	"requestInput", "waitForApproval", "step", "sleepUntil", "now", "random",
+}
+
+// methods are the functions of the handler's ctx object, by name.
+func (c *callCtx) methods() map[string]func(goja.FunctionCall) goja.Value {
+	m := map[string]func(goja.FunctionCall) goja.Value{
+		"log":      c.logger(""),
+		"setLabel": c.setLabel,
+	}
+	for _, name := range unavailable {
+		m[name] = c.notAvailable(name)
+	}
+	return m
+}
+
+// object builds the handler's ctx argument.
+func (c *callCtx) object() *goja.Object {
+	o := c.vm.NewObject()
+	for name, fn := range c.methods() {
+		c.must(o.Set(name, fn))
+	}
+	c.must(o.Set("toolName", c.t.def.Name))
+	c.must(o.Set("callId", c.call.ID))
+	c.must(o.Set("sessionId", c.call.Session.ID))
+	return o
+}
+
+// bindGlobals sets the globals a handler may use besides ctx: console.
+func (c *callCtx) bindGlobals() {
+	console := c.vm.NewObject()
+	c.must(console.Set("log", c.logger("")))
+	c.must(console.Set("info", c.logger("")))
+	c.must(console.Set("debug", c.logger("")))
+	c.must(console.Set("warn", c.logger("warn: ")))
+	c.must(console.Set("error", c.logger("error: ")))
+	c.must(c.vm.Set("console", console))
+}
+
+// require refuses every module: a handler is one file, and reaches the outside through ctx.
+func (c *callCtx) require(name string) goja.Value {
+	panic(c.vm.NewGoError(&notAvailableError{"require(" + quote(name) + ")", "not available: a handler cannot import modules"}))
+}
+
+// logger returns a log function whose lines are prefixed with prefix.
+func (c *callCtx) logger(prefix string) func(goja.FunctionCall) goja.Value {
+	return func(fc goja.FunctionCall) goja.Value {
+		limit := c.t.opts.MaxLogLines
+		c.logs++
+		switch {
+		case c.logs == limit+1:
+			c.emit(&sse.Frame{Type: sse.TypeToolLog, ToolName: c.t.def.Name,
+				Message: "(further log lines of this call are dropped)"})
+			return goja.Undefined()
+		case c.logs > limit:
+			return goja.Undefined()
+		}
+		parts := make([]string, len(fc.Arguments))
+		for i, a := range fc.Arguments {
+			parts[i] = c.format(a)
+		}
+		msg := truncate(prefix+strings.Join(parts, " "), c.t.opts.MaxLogBytes)
+		c.emit(&sse.Frame{Type: sse.TypeToolLog, ToolName: c.t.def.Name, Message: msg})
+		return goja.Undefined()
+	}
+}
+
+// setLabel is ctx.setLabel(running, completed?): it changes the labels of the call's card.
+func (c *callCtx) setLabel(fc goja.FunctionCall) goja.Value {
+	f := &sse.Frame{Type: sse.TypeToolLabelUpdate, ToolID: c.call.ID}
+	if a := fc.Argument(0); !goja.IsUndefined(a) && !goja.IsNull(a) {
+		f.RunningLabel = truncate(a.String(), DefaultMaxLabelBytes)
+	}
+	if a := fc.Argument(1); !goja.IsUndefined(a) && !goja.IsNull(a) {
+		f.CompletedLabel = truncate(a.String(), DefaultMaxLabelBytes)
+	}
+	c.emit(f)
+	return goja.Undefined()
+}
+
+// notAvailable returns a function that throws: ctx.name is not bound in this runtime.
+func (c *callCtx) notAvailable(name string) func(goja.FunctionCall) goja.Value {
+	why := "not available yet in this runtime"
+	if c.t.def.Layout == agent.LayoutToolTS && (name == "callTool" || name == "callSubagent") {
+		why = "not bound for a tool.ts tool"
+	}
+	return func(goja.FunctionCall) goja.Value {
+		panic(c.vm.NewGoError(&notAvailableError{"ctx." + name, why}))
+	}
+}
+
+// emit sends f through the call's host. A failed emit is not the handler's concern: the loop
+// cancels the run, which interrupts the handler.
+func (c *callCtx) emit(f *sse.Frame) {
+	if c.call.Host != nil {
+		_ = c.call.Host.Emit(f)
+	}
+}
+
+// format renders one log argument: strings as they are, other values as JSON when they have
+// JSON, else as JavaScript would print them.
+func (c *callCtx) format(v goja.Value) string {
+	if v == nil || goja.IsUndefined(v) {
+		return "undefined"
+	}
+	if s, ok := v.Export().(string); ok {
+		return s
+	}
+	if o, ok := v.(*goja.Object); ok {
+		if _, isFn := goja.AssertFunction(o); !isFn && o.ClassName() != "Error" {
+			if s, err := jsonStringify(c.vm, v); err == nil && s != "" {
+				return s
+			}
+		}
+	}
+	return v.String()
+}
+
+// must panics with err: the setters above fail only on frozen or exotic objects, which these
+// fresh ones are not; Call recovers.
+func (c *callCtx) must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// notAvailableError is thrown into the handler by a ctx method this runtime does not bind.
+type notAvailableError struct{ what, why string }
+
+func (e *notAvailableError) Error() string { return e.what + " is " + e.why }
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:max(cut, 0)] + mark
+}
+
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
