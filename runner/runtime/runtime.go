@@ -16,6 +16,7 @@ import (
 	"svc/auth"
 	"svc/runner/approvals"
 	"svc/runner/connections"
+	"svc/runner/handlers"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
@@ -194,6 +195,14 @@ func New(opts Options) (*Runtime, error) {
 	}
 	rt.records = records
 	ext := tools.Extensions{Stores: func(access map[string]string) []tools.Tool { return stores.Tools(records, access) }}
+	handlerCache := handlers.NewCache()
+	ext.Handler = func(t *agent.Tool) (tools.Tool, error) {
+		h, err := handlers.New(t, handlers.Options{Cache: handlerCache})
+		if err != nil || !t.RequiresConfirmation {
+			return h, err
+		}
+		return confirming{h}, nil
+	}
 	if len(rt.ag.Connections) > 0 {
 		env := opts.Env
 		if env == nil {

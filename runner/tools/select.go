@@ -30,6 +30,8 @@ type Extensions struct {
 	// Connections returns the request tool over the named connections and the section of the
 	// system prompt that describes them.
 	Connections func(names []string) (Tool, string, error)
+	// Handler returns the tool of an inline handler of svc/tools (no uses, not durable).
+	Handler func(t *agent.Tool) (Tool, error)
 }
 
 // ForAgent selects the tools of named, an agent of ag; named nil is the unscoped default chat,
@@ -39,7 +41,8 @@ type Extensions struct {
 // ask_user is offered to a named agent that lists it; handoff to every agent when agents/
 // defines more than one, over the others.
 //
-// Composite and durable tools are not supported yet: they are left out and listed in Omitted,
+// Handler tools of svc/tools run when they call nothing (no uses) and are not durable;
+// composite and durable tools are not supported yet: they are left out and listed in Omitted,
 // never offered with a stand-in.
 func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selection {
 	var sel Selection
@@ -73,6 +76,18 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 		for _, name := range names {
 			sel.Omitted = append(sel.Omitted, "connection "+name)
 		}
+	}
+	addTool := func(t *agent.Tool) {
+		if ext.Handler == nil || t.Durable() || len(t.Uses.Tools)+len(t.Uses.Subagents) > 0 {
+			sel.Omitted = append(sel.Omitted, toolKind(t)+" "+t.Name)
+			return
+		}
+		h, err := ext.Handler(t)
+		if err != nil {
+			sel.Omitted = append(sel.Omitted, toolKind(t)+" "+t.Name+" ("+err.Error()+")")
+			return
+		}
+		ts = append(ts, h)
 	}
 	addStores := func(access map[string]string) {
 		if ext.Stores == nil {
@@ -114,7 +129,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 		addSkills(sortedNames(ag.Skills))
 		addKnowledge()
 		for _, name := range sortedNames(ag.Tools) {
-			sel.Omitted = append(sel.Omitted, toolKind(ag.Tools[name])+" "+name)
+			addTool(ag.Tools[name])
 		}
 		addConnections(sortedNames(ag.Connections))
 		all := make(map[string]string, len(ag.Stores))
@@ -141,7 +156,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 			ts = append(ts, NewAskUser())
 		case name == NameHandoff: // offered below whenever there is another agent
 		case ag.Tools[name] != nil:
-			sel.Omitted = append(sel.Omitted, toolKind(ag.Tools[name])+" "+name)
+			addTool(ag.Tools[name])
 		case strings.HasPrefix(name, "store__"):
 			if ext.Stores == nil {
 				sel.Omitted = append(sel.Omitted, "store tool "+name)
