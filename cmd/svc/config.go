@@ -42,6 +42,8 @@ type Config struct {
 	BodyMemoryMB       int64
 	ApprovalTimeout    time.Duration
 	AllowMetadata      bool
+	CompositeMaxDepth  int
+	CompositeMaxCalls  int
 }
 
 type setting struct {
@@ -107,6 +109,10 @@ func settings() []setting {
 				c.AllowMetadata = b
 				return err
 			}},
+		{flag: "composite-max-depth", env: "SVC_COMPOSITE_MAX_DEPTH", def: "4", help: "how deeply tools of svc/tools may call tools (ctx.callTool), 1 to 32",
+			bind: bounded(1, 32, func(c *Config) *int { return &c.CompositeMaxDepth })},
+		{flag: "composite-max-calls", env: "SVC_COMPOSITE_MAX_CALLS", def: "100", help: "calls tools of svc/tools may make to tools in one turn, 1 to 10000",
+			bind: bounded(1, 10000, func(c *Config) *int { return &c.CompositeMaxCalls })},
 		{flag: "approval-timeout", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",
 			bind: func(c *Config, v string) error {
 				d, err := ParseApprovalTimeout(v)
@@ -123,6 +129,18 @@ func ParseApprovalTimeout(v string) (time.Duration, error) {
 		err = errors.New("must be from 1s to 168h")
 	}
 	return d, err
+}
+
+// bounded binds a whole number from lo to hi.
+func bounded(lo, hi int, dst func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err == nil && (n < lo || n > hi) {
+			err = fmt.Errorf("must be a whole number from %d to %d", lo, hi)
+		}
+		*dst(c) = n
+		return err
+	}
 }
 
 // mebibytes binds a setting of whole MiB, at least 1 and at most 1 TiB.

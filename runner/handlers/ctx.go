@@ -1,6 +1,12 @@
 package handlers
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -15,20 +21,30 @@ import (
 // console. Its methods are the one place where ctx methods are defined (see methods). It lives on
 // the call's goroutine, like its runtime.
 type callCtx struct {
-	t    *Tool
-	vm   *goja.Runtime
-	call tools.Call
-	logs int // log lines emitted (or dropped) so far
+	ctx      context.Context
+	t        *Tool
+	vm       *goja.Runtime
+	call     tools.Call
+	logs     int // log lines emitted (or dropped) so far
+	children int // ctx.callTool calls made so far
 }
 
-func newCallCtx(t *Tool, vm *goja.Runtime, call tools.Call) *callCtx {
-	return &callCtx{t: t, vm: vm, call: call}
+func newCallCtx(ctx context.Context, t *Tool, vm *goja.Runtime, call tools.Call) *callCtx {
+	return &callCtx{ctx: ctx, t: t, vm: vm, call: call}
+}
+
+// depthKey keys the depth of nested handler calls in a context.
+type depthKey struct{}
+
+func depthOf(ctx context.Context) int {
+	d, _ := ctx.Value(depthKey{}).(int)
+	return d
 }
 
 // unavailable lists the ctx methods of spec 4.7 that this runtime does not bind yet; calling one
 // throws. Composition (callTool, callSubagent) and durable execution come next.
 var unavailable = []string{
-	"callTool", "callSubagent",
+	"callSubagent",
 	"requestInput", "waitForApproval", "step", "sleepUntil", "now", "random",
 }
 
@@ -37,6 +53,10 @@ func (c *callCtx) methods() map[string]func(goja.FunctionCall) goja.Value {
 	m := map[string]func(goja.FunctionCall) goja.Value{
 		"log":      c.logger(""),
 		"setLabel": c.setLabel,
+		"callTool": c.callTool,
+	}
+	if c.t.opts.Children == nil || c.t.def.Layout == agent.LayoutToolTS {
+		m["callTool"] = c.notAvailable("callTool")
 	}
 	for _, name := range unavailable {
 		m[name] = c.notAvailable(name)
@@ -106,6 +126,69 @@ func (c *callCtx) setLabel(fc goja.FunctionCall) goja.Value {
 	}
 	c.emit(f)
 	return goja.Undefined()
+}
+
+// callTool is ctx.callTool(name, input): it runs a tool the handler declares in uses.tools and
+// returns its result (parsed JSON, or text); a failed call throws. An inline handler cannot call
+// the connection request tool nor a tool that asks the user first: it cannot wait for them (spec
+// 4.7 rules 1 and 4).
+func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
+	name := fc.Argument(0).String()
+	what := "ctx.callTool(" + quote(name) + ")"
+	if !slices.Contains(c.t.def.Uses.Tools, name) {
+		c.throw(what, "is not allowed: "+name+" is not in uses.tools of "+c.t.def.Name)
+	}
+	if name == "request" {
+		c.throw(what, "is not allowed: an inline tool cannot call connections, whose calls may ask the user first")
+	}
+	if counter := c.call.Session.Calls; counter != nil {
+		if n := counter.Add(1); n > int64(c.t.opts.MaxCalls) {
+			c.throw(what, fmt.Sprintf("is over the limit of %d tool calls by tools in one turn (SVC_COMPOSITE_MAX_CALLS)", c.t.opts.MaxCalls))
+		}
+	}
+	child, err := c.t.opts.Children(name)
+	if err != nil {
+		c.throw(what, "failed: "+err.Error())
+	}
+	args := "{}"
+	if in := fc.Argument(1); !goja.IsUndefined(in) && !goja.IsNull(in) {
+		s, err := jsonStringify(c.vm, in)
+		if err != nil {
+			panic(err)
+		}
+		args = s
+	}
+	c.children++
+	call := tools.Call{ID: c.call.ID + "." + strconv.Itoa(c.children), Arguments: json.RawMessage(args), Host: c.call.Host, Session: c.call.Session}
+	if ap, ok := child.(tools.Approver); ok {
+		req, err := ap.NeedsApproval(c.ctx, call)
+		if err != nil {
+			c.throw(what, "failed: "+err.Error())
+		}
+		if req != nil {
+			c.throw(what, "is not allowed: "+name+" asks the user first, which an inline tool cannot wait for")
+		}
+	}
+	res, err := child.Call(c.ctx, call)
+	switch {
+	case err != nil:
+		c.throw(what, "failed: "+err.Error())
+	case res.IsError:
+		c.throw(what, "failed: "+res.Content)
+	}
+	if len(res.Data) > 0 {
+		v, err := jsonParse(c.vm, string(res.Data))
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}
+	return c.vm.ToValue(res.Content)
+}
+
+// throw throws an error about what into the handler: "what why".
+func (c *callCtx) throw(what, why string) {
+	panic(c.vm.NewGoError(errors.New(what + " " + why)))
 }
 
 // notAvailable returns a function that throws: ctx.name is not bound in this runtime.

@@ -50,7 +50,22 @@ type Options struct {
 	MaxLogBytes int
 	// Cache, when set, shares compiled programs between tools of the same name and JavaScript.
 	Cache *Cache
+	// Children resolves the tools ctx.callTool may call (those of the tool's uses.tools); nil
+	// makes ctx.callTool throw.
+	Children func(name string) (tools.Tool, error)
+	// MaxDepth bounds how deeply handlers call handlers through ctx.callTool. Default
+	// DefaultMaxDepth.
+	MaxDepth int
+	// MaxCalls bounds the ctx.callTool calls of one turn (counted in tools.Session.Calls).
+	// Default DefaultMaxCalls.
+	MaxCalls int
 }
+
+// Bounds of composition.
+const (
+	DefaultMaxDepth = 4
+	DefaultMaxCalls = 100
+)
 
 func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
@@ -64,6 +79,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxLogBytes <= 0 {
 		o.MaxLogBytes = DefaultMaxLogBytes
+	}
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = DefaultMaxDepth
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = DefaultMaxCalls
 	}
 	return o
 }
@@ -138,6 +159,11 @@ func (t *Tool) run(ctx context.Context, vm *goja.Runtime, call tools.Call) (res 
 	if err := context.Cause(ctx); err != nil {
 		return tools.Result{}, fmt.Errorf("handler %s not started: %w", t.def.Name, err)
 	}
+	depth := depthOf(ctx) + 1
+	if depth > t.opts.MaxDepth {
+		return tools.Result{}, fmt.Errorf("handler %s: tools calling tools nest %d deep, over the limit of %d (SVC_COMPOSITE_MAX_DEPTH)", t.def.Name, depth, t.opts.MaxDepth)
+	}
+	ctx = context.WithValue(ctx, depthKey{}, depth)
 	ctx, cancel := context.WithTimeoutCause(ctx, t.opts.Timeout, ErrDeadline)
 	defer cancel()
 
@@ -160,7 +186,7 @@ func (t *Tool) run(ctx context.Context, vm *goja.Runtime, call tools.Call) (res 
 		}
 	}()
 
-	c := newCallCtx(t, vm, call)
+	c := newCallCtx(ctx, t, vm, call)
 	v, err := t.invoke(vm, c, call)
 	if err == nil {
 		v, err = t.settle(v)

@@ -22,6 +22,16 @@ func TestHandlerTools(t *testing.T) {
 		"svc/tools/add/handler.ts":  "export default async function (p: {a: number, b: number}, ctx: any) {\n  console.log(`adding ${p.a} and ${p.b}`);\n  if (p.a < 0) {\n    throw new Error(\"a must not be negative\");\n  }\n  return { sum: p.a + p.b };\n}\n",
 		"svc/tools/wipe/tool.json":  `{"name": "wipe", "parameters": {"type": "object"}, "requiresConfirmation": true}`,
 		"svc/tools/wipe/handler.ts": "export default function () {\n  return \"wiped\";\n}\n",
+		"svc/tools/double/tool.json": `{"name": "double", "parameters": {"type": "object"}, "uses": {"tools": ["add", "wipe"]}}`,
+		"svc/tools/double/handler.ts": "export default async function (p: any, ctx: any) {\n  if (p.wipe) { return await ctx.callTool(\"wipe\", {}); }\n  if (p.other) { return await ctx.callTool(\"store__x__get\", {}); }\n  const r = await ctx.callTool(\"add\", { a: p.n, b: p.n });\n  return { double: r.sum };\n}\n",
+		"svc/tools/deep1/tool.json": `{"name": "deep1", "parameters": {"type": "object"}, "uses": {"tools": ["deep2"]}}`,
+		"svc/tools/deep1/handler.ts": "export default async function (p: any, ctx: any) { return await ctx.callTool(\"deep2\", {}); }\n",
+		"svc/tools/deep2/tool.json": `{"name": "deep2", "parameters": {"type": "object"}, "uses": {"tools": ["deep3"]}}`,
+		"svc/tools/deep2/handler.ts": "export default async function (p: any, ctx: any) { return await ctx.callTool(\"deep3\", {}); }\n",
+		"svc/tools/twice/tool.json": `{"name": "twice", "parameters": {"type": "object"}, "uses": {"tools": ["add"]}}`,
+		"svc/tools/twice/handler.ts": "export default async function (p: any, ctx: any) {\n  await ctx.callTool(\"add\", { a: 1, b: 1 });\n  return await ctx.callTool(\"add\", { a: 2, b: 2 });\n}\n",
+		"svc/tools/deep3/tool.json": `{"name": "deep3", "parameters": {"type": "object"}}`,
+		"svc/tools/deep3/handler.ts": "export default function () { return \"bottom\"; }\n",
 	} {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -35,7 +45,7 @@ func TestHandlerTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := start(t, runtime.Options{Agent: ag, DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}})
+	e := start(t, runtime.Options{Agent: ag, DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}, CompositeMaxDepth: 2})
 
 	fs := e.chat("", map[string]any{"message": `/tool add {"a": 2, "b": 3}`})
 	res := ofType(fs, "tool_call_result")
@@ -64,4 +74,39 @@ func TestHandlerTools(t *testing.T) {
 		t.Errorf("wipe: %v", res)
 	}
 	s.until("done")
+
+	// A composite calls its declared children and gets their results; it may not call an
+	// undeclared tool, nor one that asks the user first; nesting is bounded.
+	result := func(msg string) map[string]any {
+		t.Helper()
+		res := ofType(e.chat("", map[string]any{"message": msg}), "tool_call_result")
+		if len(res) != 1 {
+			t.Fatalf("%s: %d results", msg, len(res))
+		}
+		return res[0].Data
+	}
+	if r := result(`/tool double {"n": 4}`); r["status"] != "success" || r["result"].(map[string]any)["double"] != float64(8) {
+		t.Errorf("double: %v", r)
+	}
+	if r := result(`/tool double {"other": true}`); r["status"] != "error" || !strings.Contains(str(r["error"]), `store__x__get") is not allowed: store__x__get is not in uses.tools of double`) {
+		t.Errorf("undeclared child: %v", r)
+	}
+	if r := result(`/tool double {"wipe": true}`); r["status"] != "error" || !strings.Contains(str(r["error"]), "asks the user first") {
+		t.Errorf("child asking for approval: %v", r)
+	}
+	if r := result(`/tool deep1 {}`); r["status"] != "error" || !strings.Contains(str(r["error"]), "over the limit of 2 (SVC_COMPOSITE_MAX_DEPTH)") {
+		t.Errorf("nesting: %v", r)
+	}
+
+	// The calls tools make to tools in one turn are bounded: two pass a limit of two, not of one.
+	for limit, ok := range map[int]bool{1: false, 2: true} {
+		e := start(t, runtime.Options{Agent: ag, DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}, CompositeMaxCalls: limit})
+		res := ofType(e.chat("", map[string]any{"message": `/tool twice {}`}), "tool_call_result")
+		if got := len(res) == 1 && res[0].Data["status"] == "success"; got != ok {
+			t.Errorf("limit %d: %v", limit, res)
+		}
+		if !ok && !strings.Contains(str(res[0].Data["error"]), "over the limit of 1 tool calls by tools in one turn (SVC_COMPOSITE_MAX_CALLS)") {
+			t.Errorf("limit %d: error %v", limit, res[0].Data["error"])
+		}
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"svc/auth"
 	"svc/runner/approvals"
 	"svc/runner/connections"
-	"svc/runner/handlers"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
@@ -74,6 +73,11 @@ type Options struct {
 	DefaultModel agent.ModelRef
 	// Env resolves env: references (for /inspect/connections); nil means none resolve.
 	Env func(name string) (string, bool)
+	// CompositeMaxDepth bounds how deeply tools call tools (SVC_COMPOSITE_MAX_DEPTH) and
+	// CompositeMaxCalls the calls tools make to tools in one turn (SVC_COMPOSITE_MAX_CALLS); 0
+	// means 4 and 100.
+	CompositeMaxDepth int
+	CompositeMaxCalls int
 	// Metrics, when set, counts turns, tokens and tool calls; share one among the runtimes of a
 	// process.
 	Metrics *Metrics
@@ -195,14 +199,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	rt.records = records
 	ext := tools.Extensions{Stores: func(access map[string]string) []tools.Tool { return stores.Tools(records, access) }}
-	handlerCache := handlers.NewCache()
-	ext.Handler = func(t *agent.Tool) (tools.Tool, error) {
-		h, err := handlers.New(t, handlers.Options{Cache: handlerCache})
-		if err != nil || !t.RequiresConfirmation {
-			return h, err
-		}
-		return confirming{h}, nil
-	}
+	ext.Handler = rt.handlerTools(records)
 	if len(rt.ag.Connections) > 0 {
 		env := opts.Env
 		if env == nil {

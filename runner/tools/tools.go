@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 
 	"svc/runner/models"
 	"svc/runner/sse"
@@ -42,6 +43,9 @@ type Session struct {
 	ID string
 	// Context is the chat's context map (spec 2.5), for {{context.KEY}} templates. Read only.
 	Context map[string]string
+	// Calls counts the calls composite tools made to their children in this turn (nil: none
+	// counted), so that they can be bounded per turn.
+	Calls *atomic.Int64
 }
 
 // Approver is optionally implemented by a tool some of whose calls need the user's approval

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -250,7 +251,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			Session: tools.Session{ID: t.l.ID, Context: t.context}, Approvals: t.approvals(),
+			Session: tools.Session{ID: t.l.ID, Context: t.context, Calls: new(atomic.Int64)}, Approvals: t.approvals(),
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})
 	}
