@@ -17,21 +17,21 @@ import (
 func TestHandlerTools(t *testing.T) {
 	dir := t.TempDir()
 	for name, text := range map[string]string{
-		"svc.json":                  `{"name": "calc", "version": "1"}`,
-		"svc/tools/add/tool.json":   `{"name": "add", "description": "Adds.", "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}`,
-		"svc/tools/add/handler.ts":  "export default async function (p: {a: number, b: number}, ctx: any) {\n  console.log(`adding ${p.a} and ${p.b}`);\n  if (p.a < 0) {\n    throw new Error(\"a must not be negative\");\n  }\n  return { sum: p.a + p.b };\n}\n",
-		"svc/tools/wipe/tool.json":  `{"name": "wipe", "parameters": {"type": "object"}, "requiresConfirmation": true}`,
-		"svc/tools/wipe/handler.ts": "export default function () {\n  return \"wiped\";\n}\n",
-		"svc/tools/double/tool.json": `{"name": "double", "parameters": {"type": "object"}, "uses": {"tools": ["add", "wipe"]}}`,
+		"svc.json":                    `{"name": "calc", "version": "1"}`,
+		"svc/tools/add/tool.json":     `{"name": "add", "description": "Adds.", "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}`,
+		"svc/tools/add/handler.ts":    "export default async function (p: {a: number, b: number}, ctx: any) {\n  console.log(`adding ${p.a} and ${p.b}`);\n  if (p.a < 0) {\n    throw new Error(\"a must not be negative\");\n  }\n  return { sum: p.a + p.b };\n}\n",
+		"svc/tools/wipe/tool.json":    `{"name": "wipe", "parameters": {"type": "object"}, "requiresConfirmation": true}`,
+		"svc/tools/wipe/handler.ts":   "export default function () {\n  return \"wiped\";\n}\n",
+		"svc/tools/double/tool.json":  `{"name": "double", "parameters": {"type": "object"}, "uses": {"tools": ["add", "wipe"]}}`,
 		"svc/tools/double/handler.ts": "export default async function (p: any, ctx: any) {\n  if (p.wipe) { return await ctx.callTool(\"wipe\", {}); }\n  if (p.other) { return await ctx.callTool(\"store__x__get\", {}); }\n  const r = await ctx.callTool(\"add\", { a: p.n, b: p.n });\n  return { double: r.sum };\n}\n",
-		"svc/tools/deep1/tool.json": `{"name": "deep1", "parameters": {"type": "object"}, "uses": {"tools": ["deep2"]}}`,
-		"svc/tools/deep1/handler.ts": "export default async function (p: any, ctx: any) { return await ctx.callTool(\"deep2\", {}); }\n",
-		"svc/tools/deep2/tool.json": `{"name": "deep2", "parameters": {"type": "object"}, "uses": {"tools": ["deep3"]}}`,
-		"svc/tools/deep2/handler.ts": "export default async function (p: any, ctx: any) { return await ctx.callTool(\"deep3\", {}); }\n",
-		"svc/tools/twice/tool.json": `{"name": "twice", "parameters": {"type": "object"}, "uses": {"tools": ["add"]}}`,
-		"svc/tools/twice/handler.ts": "export default async function (p: any, ctx: any) {\n  await ctx.callTool(\"add\", { a: 1, b: 1 });\n  return await ctx.callTool(\"add\", { a: 2, b: 2 });\n}\n",
-		"svc/tools/deep3/tool.json": `{"name": "deep3", "parameters": {"type": "object"}}`,
-		"svc/tools/deep3/handler.ts": "export default function () { return \"bottom\"; }\n",
+		"svc/tools/deep1/tool.json":   `{"name": "deep1", "parameters": {"type": "object"}, "uses": {"tools": ["deep2"]}}`,
+		"svc/tools/deep1/handler.ts":  "export default async function (p: any, ctx: any) { return await ctx.callTool(\"deep2\", {}); }\n",
+		"svc/tools/deep2/tool.json":   `{"name": "deep2", "parameters": {"type": "object"}, "uses": {"tools": ["deep3"]}}`,
+		"svc/tools/deep2/handler.ts":  "export default async function (p: any, ctx: any) { return await ctx.callTool(\"deep3\", {}); }\n",
+		"svc/tools/twice/tool.json":   `{"name": "twice", "parameters": {"type": "object"}, "uses": {"tools": ["add"]}}`,
+		"svc/tools/twice/handler.ts":  "export default async function (p: any, ctx: any) {\n  await ctx.callTool(\"add\", { a: 1, b: 1 });\n  return await ctx.callTool(\"add\", { a: 2, b: 2 });\n}\n",
+		"svc/tools/deep3/tool.json":   `{"name": "deep3", "parameters": {"type": "object"}}`,
+		"svc/tools/deep3/handler.ts":  "export default function () { return \"bottom\"; }\n",
 	} {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
