@@ -44,19 +44,22 @@ func depthOf(ctx context.Context) int {
 // unavailable lists the ctx methods of spec 4.7 that this runtime does not bind yet; calling one
 // throws. Composition (callTool, callSubagent) and durable execution come next.
 var unavailable = []string{
-	"callSubagent",
 	"requestInput", "waitForApproval", "step", "sleepUntil", "now", "random",
 }
 
 // methods are the functions of the handler's ctx object, by name.
 func (c *callCtx) methods() map[string]func(goja.FunctionCall) goja.Value {
 	m := map[string]func(goja.FunctionCall) goja.Value{
-		"log":      c.logger(""),
-		"setLabel": c.setLabel,
-		"callTool": c.callTool,
+		"log":          c.logger(""),
+		"setLabel":     c.setLabel,
+		"callTool":     c.callTool,
+		"callSubagent": c.callSubagent,
 	}
 	if c.t.opts.Children == nil || c.t.def.Layout == agent.LayoutToolTS {
 		m["callTool"] = c.notAvailable("callTool")
+	}
+	if c.t.opts.Subagent == nil || c.t.def.Layout == agent.LayoutToolTS {
+		m["callSubagent"] = c.notAvailable("callSubagent")
 	}
 	for _, name := range unavailable {
 		m[name] = c.notAvailable(name)
@@ -184,6 +187,42 @@ func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
 		return v
 	}
 	return c.vm.ToValue(res.Content)
+}
+
+// callSubagent is ctx.callSubagent(name, task, input?): it runs a specialist of uses.subagents
+// on task and returns its answer; a hard failure throws (spec 4.7 rules 1 and 2).
+func (c *callCtx) callSubagent(fc goja.FunctionCall) goja.Value {
+	name := fc.Argument(0).String()
+	what := "ctx.callSubagent(" + quote(name) + ")"
+	if !slices.Contains(c.t.def.Uses.Subagents, name) {
+		c.throw(what, "is not allowed: "+name+" is not in uses.subagents of "+c.t.def.Name)
+	}
+	task := fc.Argument(1)
+	if goja.IsUndefined(task) || goja.IsNull(task) || task.String() == "" {
+		c.throw(what, "needs a task: ctx.callSubagent(name, task, input?)")
+	}
+	var input json.RawMessage
+	if in := fc.Argument(2); !goja.IsUndefined(in) && !goja.IsNull(in) {
+		s, err := jsonStringify(c.vm, in)
+		if err != nil {
+			panic(err)
+		}
+		input = json.RawMessage(s)
+	}
+	if counter := c.call.Session.Calls; counter != nil {
+		if n := counter.Add(1); n > int64(c.t.opts.MaxCalls) {
+			c.throw(what, fmt.Sprintf("is over the limit of %d tool calls by tools in one turn (SVC_COMPOSITE_MAX_CALLS)", c.t.opts.MaxCalls))
+		}
+	}
+	if depthOf(c.ctx)+1 > c.t.opts.MaxDepth {
+		c.throw(what, fmt.Sprintf("would nest deeper than the limit of %d (SVC_COMPOSITE_MAX_DEPTH)", c.t.opts.MaxDepth))
+	}
+	ctx := context.WithValue(c.ctx, depthKey{}, depthOf(c.ctx)+1)
+	text, err := c.t.opts.Subagent(ctx, name, task.String(), input, c.call)
+	if err != nil {
+		c.throw(what, "failed: "+err.Error())
+	}
+	return c.vm.ToValue(text)
 }
 
 // throw throws an error about what into the handler: "what why".

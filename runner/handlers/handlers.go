@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -53,6 +54,10 @@ type Options struct {
 	// Children resolves the tools ctx.callTool may call (those of the tool's uses.tools); nil
 	// makes ctx.callTool throw.
 	Children func(name string) (tools.Tool, error)
+	// Subagent runs the named agent's loop on task (with input, as JSON, when not nil) for the
+	// call and returns its answer; an error is a hard failure, thrown in the handler. nil makes
+	// ctx.callSubagent throw.
+	Subagent func(ctx context.Context, name, task string, input json.RawMessage, call tools.Call) (string, error)
 	// MaxDepth bounds how deeply handlers call handlers through ctx.callTool. Default
 	// DefaultMaxDepth.
 	MaxDepth int

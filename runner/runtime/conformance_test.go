@@ -81,7 +81,7 @@ func TestResumeKeepsHistoryAndWarnsOnce(t *testing.T) {
 		t.Fatalf("first turn warnings = %v, want exactly one", warnings)
 	}
 	msg := str(warnings[0].Data["message"])
-	for _, want := range []string{"composite tool triage", "durable tool refund_request"} {
+	for _, want := range []string{"durable tool refund_request"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("warning %q does not name %q", msg, want)
 		}
@@ -150,7 +150,7 @@ func TestToolFrames(t *testing.T) {
 		t.Errorf("structured result = %v", r)
 	}
 	// A tool that is left out is never faked: calling it is an error result.
-	fs = e.chat("", map[string]any{"message": `/tool triage {"customer_id":"c1","subject":"x"}`, "session_id": id})
+	fs = e.chat("", map[string]any{"message": `/tool refund_request {"order_id":"o1","amount_eur":10}`, "session_id": id})
 	if r := ofType(fs, "tool_call_result"); len(r) != 1 || r[0].Data["status"] != "error" || !strings.Contains(str(r[0].Data["error"]), "not available") {
 		t.Errorf("left-out tool result = %v", r)
 	}
@@ -439,7 +439,7 @@ func TestSystemRoutes(t *testing.T) {
 		t.Errorf("health (-want +got):\n%s", d)
 	}
 	c := e.do("GET", "/inspect/context", "", nil)
-	if !strings.Contains(str(c.JSON["system_prompt"]), "{{context.plan}}") || !cmp.Equal(c.JSON["tools"], []any{"load_skill", "load_knowledge", "request", "store__tickets__get", "store__tickets__set", "store__tickets__query", "store__tickets__delete", "store__tickets__history", "handoff"}) {
+	if !strings.Contains(str(c.JSON["system_prompt"]), "{{context.plan}}") || !cmp.Equal(c.JSON["tools"], []any{"load_skill", "load_knowledge", "triage", "request", "store__tickets__get", "store__tickets__set", "store__tickets__query", "store__tickets__delete", "store__tickets__history", "handoff"}) {
 		t.Errorf("inspect/context = %s", c.Body)
 	}
 	if c := e.do("GET", "/inspect/context?agent=billing", "", nil); c.JSON["agent"] != "billing" || !cmp.Equal(c.JSON["tools"], []any{"load_knowledge", "store__tickets__get", "store__tickets__query", "store__tickets__history", "handoff"}) {

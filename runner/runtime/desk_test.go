@@ -163,3 +163,39 @@ func TestSupportDeskActsWithAModelAPI(t *testing.T) {
 		t.Errorf("the model's second request lacks the tool results")
 	}
 }
+
+// TestTriageComposite runs the support-desk fixture's composite tool: it reads and writes the
+// tickets store through ctx.callTool and asks the billing specialist through ctx.callSubagent,
+// whose activity streams as subagent_event frames of the triage call.
+func TestTriageComposite(t *testing.T) {
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk")})
+	fs := e.chat("", map[string]any{"message": `/tool triage {"customer_id": "acme", "subject": "refund my invoice"}`})
+	res := ofType(fs, "tool_call_result")
+	if len(res) != 1 || res[0].Data["status"] != "success" {
+		t.Fatalf("triage: %v", res)
+	}
+	if r := res[0].Data["result"].(map[string]any); r["ticket"] != "acme-1" || r["billing"] != false { // the echo model answers "echo: ...", not "yes"
+		t.Errorf("triage result %v", r)
+	}
+	subs := ofType(fs, "subagent_event")
+	if len(subs) == 0 || subs[0].Data["agent_name"] != "billing" || subs[0].Data["parent_tool_id"] != ofType(fs, "tool_call_start")[0].Data["tool_id"] {
+		t.Fatalf("subagent_event frames %v", subs)
+	}
+	var said strings.Builder
+	for _, s := range subs {
+		if s.Data["event_type"] == "text" {
+			said.WriteString(str(s.Data["text"]))
+		}
+	}
+	if !strings.HasPrefix(said.String(), "echo: Is this about money?") {
+		t.Errorf("the specialist said %q", said.String())
+	}
+	if r := e.do("GET", "/stores/tickets/acme-1", "", nil); r.Status != http.StatusOK || r.JSON["value"].(map[string]any)["subject"] != "refund my invoice" {
+		t.Errorf("the ticket: %d %s", r.Status, r.Body)
+	}
+	// A second triage numbers the next ticket from the store.
+	fs = e.chat("", map[string]any{"message": `/tool triage {"customer_id": "acme", "subject": "VPN"}`})
+	if r := ofType(fs, "tool_call_result"); len(r) != 1 || r[0].Data["result"].(map[string]any)["ticket"] != "acme-2" {
+		t.Errorf("second triage: %v", r)
+	}
+}

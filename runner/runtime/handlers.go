@@ -1,10 +1,16 @@
 package runtime
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 
 	"svc/agent"
 	"svc/runner/handlers"
+	"svc/runner/loop"
+	"svc/runner/models"
+	"svc/runner/sessions"
+	"svc/runner/sse"
 	"svc/runner/stores"
 	"svc/runner/tools"
 )
@@ -38,11 +44,86 @@ func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tool
 		return nil, fmt.Errorf("no tool %s for a handler to call", name)
 	}
 	newTool = func(t *agent.Tool) (tools.Tool, error) {
-		h, err := handlers.New(t, handlers.Options{Cache: cache, Children: child, MaxDepth: rt.opts.CompositeMaxDepth, MaxCalls: rt.opts.CompositeMaxCalls})
+		h, err := handlers.New(t, handlers.Options{Cache: cache, Children: child, Subagent: rt.subagent,
+			MaxDepth: rt.opts.CompositeMaxDepth, MaxCalls: rt.opts.CompositeMaxCalls})
 		if err != nil || !t.RequiresConfirmation {
 			return h, err
 		}
 		return confirming{h}, nil
 	}
 	return newTool
+}
+
+// subagent runs the named agent's loop on task for a handler's ctx.callSubagent: its own
+// instructions and tools, the agent's model, no summary call; its activity streams as
+// subagent_event frames of the handler's call. A run that ends in error is a hard failure.
+func (rt *Runtime) subagent(ctx context.Context, name, task string, input json.RawMessage, call tools.Call) (string, error) {
+	_, prof, err := rt.profiles.Resolve(name, "")
+	if err != nil || prof == nil {
+		return "", fmt.Errorf("no agent %s", name)
+	}
+	ref, _ := rt.turns.ModelRef(&sessions.Session{})
+	provider, err := rt.models(ref)
+	if err != nil {
+		return "", fmt.Errorf("model %s/%s is not available: %w", ref.Provider, ref.Model, err)
+	}
+	text := task
+	if len(input) > 0 {
+		text += "\n\nInput:\n" + string(input)
+	}
+	res := loop.Run(ctx, loop.Params{
+		Provider: provider, ProviderName: ref.Provider, Model: ref.Model, Effort: ref.Effort,
+		ContextWindow: rt.opts.ContextWindow, System: prof.System(call.Session.Context),
+		Input: []models.Message{{Role: models.RoleUser, Content: text}}, Tools: prof.Tools.Set,
+		MaxTurns: rt.opts.MaxTurns, Subagent: true, Session: call.Session, Logger: rt.log,
+		Sink: &subagentSink{host: call.Host, parent: call.ID, agent: name},
+	})
+	if res.Reason == loop.ReasonError || res.Reason == loop.ReasonUserAbort {
+		if res.Err != nil {
+			return "", fmt.Errorf("agent %s: %w", name, res.Err)
+		}
+		return "", fmt.Errorf("agent %s stopped: %s", name, res.Reason)
+	}
+	for i := len(res.Messages) - 1; i >= 0; i-- {
+		if m := res.Messages[i]; m.Role == models.RoleAssistant && m.Content != "" {
+			return m.Content, nil
+		}
+	}
+	return "", nil
+}
+
+// subagentSink turns a subagent's frames into subagent_event frames of the parent call.
+type subagentSink struct {
+	host   tools.Host
+	parent string
+	agent  string
+	tools  map[string]string // tool id → name, for results
+}
+
+// Emit implements loop.Sink.
+func (s *subagentSink) Emit(f *sse.Frame) error {
+	ev := sse.Frame{Type: sse.TypeSubagentEvent, ParentToolID: s.parent, AgentName: s.agent}
+	switch f.Type {
+	case sse.TypeTextDelta:
+		ev.EventType, ev.Text = "text", f.Content
+	case sse.TypeToolCallStart:
+		if s.tools == nil {
+			s.tools = map[string]string{}
+		}
+		s.tools[f.ToolID] = f.ToolName
+		ev.EventType, ev.ToolName, ev.ToolArgs = "tool_call", f.ToolName, f.Parameters
+	case sse.TypeToolCallResult:
+		ev.EventType, ev.ToolName, ev.Result, ev.Error = "tool_result", s.tools[f.ToolID], f.Result, f.Error
+		if len(ev.Result) == 0 && f.Error == "" {
+			ev.Text = f.Content
+		}
+	case sse.TypeError:
+		ev.EventType, ev.Error = "error", f.Message
+	default:
+		return nil
+	}
+	if s.host == nil {
+		return nil
+	}
+	return s.host.Emit(&ev)
 }

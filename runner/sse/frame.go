@@ -29,6 +29,7 @@ const (
 	TypeAgentHandoff    Type = "agent_handoff"
 	TypeWidget          Type = "widget"
 
+	TypeSubagentEvent        Type = "subagent_event"
 	TypeConfirmationRequired Type = "confirmation_required"
 	TypeApproved             Type = "approved"
 	TypeDenied               Type = "denied"
@@ -71,6 +72,11 @@ type Frame struct {
 
 	WidgetType string          // widget
 	Data       json.RawMessage // widget
+
+	ParentToolID string          // subagent_event: the tool call whose handler runs the subagent
+	AgentName    string          // subagent_event
+	EventType    string          // subagent_event: text | tool_call | tool_result | error
+	ToolArgs     json.RawMessage // subagent_event, for tool_call
 
 	CorrelationID  string // confirmation_required
 	Endpoint       string // confirmation_required
@@ -178,6 +184,19 @@ func appendFrame(dst []byte, f *Frame, stamp []byte) []byte {
 	case TypeWidget:
 		dst = field(dst, "widget_type", f.WidgetType)
 		dst = rawField(dst, "data", f.Data, "null")
+	case TypeSubagentEvent:
+		dst = field(dst, "parent_tool_id", f.ParentToolID)
+		dst = field(dst, "agent_name", f.AgentName)
+		dst = field(dst, "event_type", f.EventType)
+		dst = optField(dst, "tool_name", f.ToolName)
+		if len(f.ToolArgs) > 0 {
+			dst = rawField(dst, "tool_args", f.ToolArgs, "{}")
+		}
+		if len(f.Result) > 0 {
+			dst = rawField(dst, "result", f.Result, "null")
+		}
+		dst = optField(dst, "text", f.Text)
+		dst = optField(dst, "error", f.Error)
 	case TypeConfirmationRequired:
 		dst = field(dst, "correlation_id", f.CorrelationID)
 		dst = field(dst, "tool_name", f.ToolName)

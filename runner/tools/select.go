@@ -30,8 +30,7 @@ type Extensions struct {
 	// Connections returns the request tool over the named connections and the section of the
 	// system prompt that describes them.
 	Connections func(names []string) (Tool, string, error)
-	// Handler returns the tool of an inline handler of svc/tools (not durable, calling no
-	// subagent).
+	// Handler returns the tool of an inline (not durable) handler of svc/tools.
 	Handler func(t *agent.Tool) (Tool, error)
 }
 
@@ -42,8 +41,7 @@ type Extensions struct {
 // ask_user is offered to a named agent that lists it; handoff to every agent when agents/
 // defines more than one, over the others.
 //
-// Handler tools of svc/tools run when they are not durable and call no subagent (they may call
-// tools); tools that call subagents and durable tools are not supported yet: they are left out and listed in Omitted,
+// Handler tools of svc/tools run when they are not durable; durable tools are not supported yet: they are left out and listed in Omitted,
 // never offered with a stand-in.
 func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selection {
 	var sel Selection
@@ -79,7 +77,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 		}
 	}
 	addTool := func(t *agent.Tool) {
-		if ext.Handler == nil || t.Durable() || len(t.Uses.Subagents) > 0 {
+		if ext.Handler == nil || t.Durable() {
 			sel.Omitted = append(sel.Omitted, toolKind(t)+" "+t.Name)
 			return
 		}
