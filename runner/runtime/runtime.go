@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,7 +86,7 @@ type Options struct {
 	// its proxy and dialer are always replaced.
 	ConnectionTransport *http.Transport
 	// StoreBackend keeps the records of the agent's stores (svc/stores); nil means memory for
-	// this runtime. Close closes it.
+	// this runtime. Close closes it; when New fails, it stays the caller's to close.
 	StoreBackend stores.Backend
 	// Approvals records the approvals of tool calls and wakes the turns that wait for them;
 	// share one among the runtimes of a process. nil means one in memory for this runtime.
@@ -198,35 +196,9 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: stores: %w", err)
 	}
 	rt.records = records
-	ext := tools.Extensions{Stores: func(access map[string]string) []tools.Tool { return stores.Tools(records, access) }}
-	ext.Handler = rt.handlerTools(records)
-	if len(rt.ag.Connections) > 0 {
-		env := opts.Env
-		if env == nil {
-			env = func(string) (string, bool) { return "", false }
-		}
-		client, err := connections.New(slices.Collect(maps.Values(rt.ag.Connections)), connections.Options{
-			Secret:        func(_ context.Context, name string) (string, bool, error) { v, ok := env(name); return v, ok, nil },
-			Transport:     opts.ConnectionTransport,
-			Logger:        rt.log,
-			AllowMetadata: opts.AllowMetadataAddresses,
-		})
-		if err != nil {
-			_ = rt.backend.Close()
-			return nil, fmt.Errorf("runtime: %w", err)
-		}
-		rt.conns = client
-		ext.Connections = func(names []string) (tools.Tool, string, error) {
-			t, err := client.Tool(names)
-			if err != nil {
-				return nil, "", err
-			}
-			subset := make([]*agent.Connection, 0, len(names))
-			for _, n := range names {
-				subset = append(subset, rt.ag.Connections[n])
-			}
-			return t, connections.Prompt(subset), nil
-		}
+	ext, err := rt.extensions()
+	if err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	rt.profiles = turn.NewProfiles(rt.ag, ext, opts.ExtraTools)
 	if g := rt.ag.Config.Guardrails; g != nil {
