@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +77,9 @@ func (c *callCtx) object() *goja.Object {
 	c.must(o.Set("toolName", c.t.def.Name))
 	c.must(o.Set("callId", c.call.ID))
 	c.must(o.Set("sessionId", c.call.Session.ID))
+	if depthOf(c.ctx) == 1 { // top-level handlers only (spec 4.7)
+		c.must(o.Set("attachments", c.attachments()))
+	}
 	return o
 }
 
@@ -129,6 +133,22 @@ func (c *callCtx) setLabel(fc goja.FunctionCall) goja.Value {
 	}
 	c.emit(f)
 	return goja.Undefined()
+}
+
+// attachments is ctx.attachments: the files of the turn's message, each {filename, mimeType,
+// delivery, size, data (base64)} and text (the content) for a text type.
+func (c *callCtx) attachments() goja.Value {
+	files := c.call.Session.Attachments
+	out := make([]any, 0, len(files))
+	for _, f := range files {
+		a := map[string]any{"filename": f.Filename, "mimeType": f.MimeType, "delivery": f.Delivery,
+			"size": len(f.Data), "data": base64.StdEncoding.EncodeToString(f.Data)}
+		if strings.HasPrefix(f.MimeType, "text/") || f.MimeType == "application/json" {
+			a["text"] = string(f.Data)
+		}
+		out = append(out, a)
+	}
+	return c.vm.ToValue(out)
 }
 
 // callTool is ctx.callTool(name, input): it runs a tool the handler declares in uses.tools and

@@ -40,7 +40,7 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	}
 	return rt.turns.Begin(ctx, turn.Start{
 		Session: l, Lock: lk, Text: in.text, Redacted: redacted, Parts: in.parts, Size: size, Warnings: in.warnings,
-		Metadata: req.Metadata, Context: req.Context,
+		Metadata: req.Metadata, Context: req.Context, Attachments: in.files,
 	})
 }
 

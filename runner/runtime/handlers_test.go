@@ -1,14 +1,17 @@
 package runtime_test
 
 import (
+	"encoding/base64"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"svc/agent"
 	"svc/runner/models"
+	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
 
@@ -30,6 +33,8 @@ func TestHandlerTools(t *testing.T) {
 		"svc/tools/deep2/handler.ts":  "export default async function (p: any, ctx: any) { return await ctx.callTool(\"deep3\", {}); }\n",
 		"svc/tools/twice/tool.json":   `{"name": "twice", "parameters": {"type": "object"}, "uses": {"tools": ["add"]}}`,
 		"svc/tools/twice/handler.ts":  "export default async function (p: any, ctx: any) {\n  await ctx.callTool(\"add\", { a: 1, b: 1 });\n  return await ctx.callTool(\"add\", { a: 2, b: 2 });\n}\n",
+		"svc/tools/files/tool.json":   `{"name": "files", "parameters": {"type": "object"}}`,
+		"svc/tools/files/handler.ts":  "export default function (p: any, ctx: any) {\n  return ctx.attachments.map((a: any) => `${a.filename}|${a.mimeType}|${a.delivery}|${a.size}|${a.text}`);\n}\n",
 		"svc/tools/deep3/tool.json":   `{"name": "deep3", "parameters": {"type": "object"}}`,
 		"svc/tools/deep3/handler.ts":  "export default function () { return \"bottom\"; }\n",
 	} {
@@ -108,5 +113,18 @@ func TestHandlerTools(t *testing.T) {
 		if !ok && !strings.Contains(str(res[0].Data["error"]), "over the limit of 1 tool calls by tools in one turn (SVC_COMPOSITE_MAX_CALLS)") {
 			t.Errorf("limit %d: error %v", limit, res[0].Data["error"])
 		}
+	}
+
+	// ctx.attachments holds the turn's files, those kept for tools (delivery context) too.
+	model := modelstest.NewOpenAIServer(t, modelstest.Turn{ToolCalls: []modelstest.ToolCall{{ID: "f1", Name: "files", Arguments: `{}`}}}, modelstest.Turn{Text: []string{"ok"}})
+	e = start(t, runtime.Options{Agent: ag, Models: openaiModels(model), DefaultModel: agent.ModelRef{Provider: "openai", Model: "m"}})
+	fs = e.chat("", map[string]any{"message": "what did I send?", "attachments": []any{
+		map[string]any{"mimeType": "text/plain", "data": base64.StdEncoding.EncodeToString([]byte("hello")), "filename": "a.txt"},
+		map[string]any{"mimeType": "text/csv", "data": base64.StdEncoding.EncodeToString([]byte("x,y\n1,2")), "filename": "b.csv", "delivery": "context"},
+	}})
+	res = ofType(fs, "tool_call_result")
+	want := []any{"a.txt|text/plain|inline|5|hello", "b.csv|text/csv|context|7|x,y\n1,2"}
+	if len(res) != 1 || !slices.Equal(res[0].Data["result"].([]any), want) {
+		t.Errorf("ctx.attachments: %v", res)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"svc/runner/attachments"
 	"svc/runner/models"
+	"svc/runner/tools"
 )
 
 // Limits of the chat API (spec §8). A value at a limit is accepted; one more is a 400 (413 for
@@ -185,8 +186,9 @@ func jsonKind(goKind string) string {
 type input struct {
 	text     string
 	parts    []models.Part
-	kept     []models.Part // parts as history keeps them: by reference (storeParts)
-	warnings []string      // attachments left out
+	kept     []models.Part      // parts as history keeps them: by reference (storeParts)
+	warnings []string           // attachments left out
+	files    []tools.Attachment // every attachment as sent, for the turn's tools
 }
 
 // fromUIMessages fills Message (and attachments) from a useChat body when Message is absent:
@@ -283,6 +285,11 @@ func (req *chatRequest) validate() (*input, error) {
 		if name == "" {
 			name = "attachment " + strconv.Itoa(i+1)
 		}
+		delivery := att.Delivery
+		if delivery == "" {
+			delivery = "inline"
+		}
+		in.files = append(in.files, tools.Attachment{Filename: name, MimeType: mt, Delivery: delivery, Data: data})
 		if kind == kindConverted && att.Delivery != "context" {
 			conv, err := attachments.Convert(name, mt, data, &imageBudget)
 			if err != nil {

@@ -46,6 +46,17 @@ type Session struct {
 	// Calls counts the calls composite tools made to their children in this turn (nil: none
 	// counted), so that they can be bounded per turn.
 	Calls *atomic.Int64
+	// Attachments are the files the user sent with this turn's message, those delivered to the
+	// model and those kept for tools only (delivery "context"). Read only.
+	Attachments []Attachment
+}
+
+// Attachment is a file the user sent with a message.
+type Attachment struct {
+	Filename string
+	MimeType string
+	Delivery string // "inline" or "context"
+	Data     []byte
 }
 
 // Approver is optionally implemented by a tool some of whose calls need the user's approval

@@ -39,6 +39,8 @@ type Start struct {
 	Size int64
 	// Warnings are told to the client before the turn runs (attachments left out, say).
 	Warnings []string
+	// Attachments are the message's files as sent, for the turn's tools.
+	Attachments []tools.Attachment
 	// Metadata keys are set on the session (latest value per key); a non-nil Context replaces
 	// the session's context.
 	Metadata map[string]string
@@ -64,6 +66,7 @@ type Turn struct {
 	base     int // State.SummaryUpTo when the turn began
 	system   string
 	context  map[string]string // the session's context when the turn began
+	files    []tools.Attachment
 	budget   int
 	used     int
 }
@@ -98,6 +101,7 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 		t.Abandon()
 		return nil, err
 	}
+	t.files = st.Attachments
 	t.setup(st, kept)
 	// An eviction between lookup and lock must not orphan the running turn: its queue is
 	// found through the cache.
@@ -251,7 +255,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			Session: tools.Session{ID: t.l.ID, Context: t.context, Calls: new(atomic.Int64)}, Approvals: t.approvals(),
+			Session: tools.Session{ID: t.l.ID, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files}, Approvals: t.approvals(),
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})
 	}
