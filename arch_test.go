@@ -61,7 +61,7 @@ var beyondDesign = map[string]map[string]string{
 	},
 	"runner/...": {
 		"auth":       "the runtime verifies runtime tokens; tools and approvals mint ids",
-		"registry":   "attachments are kept in the object store (runner/sessions/objblobs)",
+		"registry":   "attachments are kept in the object store (runner/sessions/objblobs); the runtime keeps feedback as registry.Feedback",
 		"errcode":    "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",
 		"migrations": "the stores of an agent's own database get their tables from the same versioned SQL (runner/stores), which differs by dialect",
 	},

@@ -20,6 +20,7 @@ type Stores struct {
 	CommitStatuses *CommitStatuses
 	Deployments    *Deployments
 	BuildLogs      *BuildLogs
+	Feedback       *FeedbackStore
 
 	db *gorm.DB
 }
@@ -31,7 +32,8 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		Agents: NewAgents(db), Sources: NewSources(db, cipher, normalize), Settings: NewSettings(db),
 		Secrets: NewSecrets(db, cipher), SourceVersions: NewSourceVersions(db, objects), Pushes: NewPushes(db),
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
-		db: db,
+		Feedback: NewFeedback(db),
+		db:       db,
 	}
 }
 

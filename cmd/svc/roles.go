@@ -132,8 +132,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
-				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
-				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
+				Feedback: p.stores.Feedback,
+				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
+				Models:   runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID), StoreBackend: backend,
 			})

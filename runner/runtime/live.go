@@ -26,6 +26,9 @@ func seenBy(l *live.Session, c *caller) bool {
 // newSessionID returns a fresh session id.
 func newSessionID() string { return auth.NewID("ses_") }
 
+// newFeedbackID returns a fresh feedback id.
+func newFeedbackID() string { return auth.NewID("fb_") }
+
 // sessionFields are the settings a session takes at creation (chat or POST /sessions).
 type sessionFields struct {
 	scopeID   string

@@ -76,6 +76,8 @@ type Options struct {
 	// means 4 and 100.
 	CompositeMaxDepth int
 	CompositeMaxCalls int
+	// Feedback keeps the ratings of POST /feedback; nil keeps the last 10,000 in memory.
+	Feedback FeedbackStore
 	// Metrics, when set, counts turns, tokens and tool calls; share one among the runtimes of a
 	// process.
 	Metrics *Metrics
@@ -134,6 +136,7 @@ type Runtime struct {
 	connHealth connHealth
 	backend    stores.Backend
 	ownHub     bool // the hub is this runtime's: Close closes it
+	feedbacks  FeedbackStore
 
 	done   chan struct{}
 	closed sync.Once
@@ -159,6 +162,10 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if rt.store == nil {
 		rt.store = memstore.New()
+	}
+	rt.feedbacks = opts.Feedback
+	if rt.feedbacks == nil {
+		rt.feedbacks = &memFeedback{}
 	}
 	rt.hub = opts.Approvals
 	if rt.hub == nil {
@@ -301,6 +308,7 @@ func (rt *Runtime) routes() {
 	m.Handle("GET /stores/{store}/{key}", rt.handle(rt.getRecord))
 	m.Handle("PUT /stores/{store}/{key}", rt.handle(rt.putRecord))
 	m.Handle("DELETE /stores/{store}/{key}", rt.handle(rt.deleteRecord))
+	m.Handle("POST /feedback", rt.handle(rt.feedback))
 	m.Handle("GET /inspect/context", rt.handle(rt.inspectContext))
 	m.Handle("GET /inspect/connections/{name}", rt.handle(rt.inspectConnection))
 	m.Handle("GET /api/events", rt.handle(rt.events))

@@ -1,0 +1,108 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"svc/auth"
+
+	"gorm.io/gorm"
+)
+
+// Feedback is a rating of a chat turn (POST /feedback of the runtime).
+type Feedback struct {
+	ID        string            `json:"id"`
+	AgentID   string            `json:"agentId"`
+	SessionID string            `json:"sessionId,omitempty"`
+	TraceID   string            `json:"traceId,omitempty"`
+	Rating    string            `json:"rating"` // up | down
+	Comment   string            `json:"comment,omitempty"`
+	Metadata  map[string]string `json:"metadata"`         // the session's metadata when it was given
+	UserID    string            `json:"userId,omitempty"` // the verified user of the runtime token
+	CreatedAt time.Time         `json:"createdAt"`
+}
+
+// FeedbackQuery selects feedback of an agent. UserKey and Screen match the metadata keys userId
+// and screen when not empty.
+type FeedbackQuery struct {
+	UserKey string
+	Screen  string
+	Limit   int // 1..500; 0 means 100
+}
+
+type feedbackRow struct {
+	ID        string `gorm:"primaryKey"`
+	AgentID   string
+	SessionID string
+	TraceID   string
+	Rating    string
+	Comment   string
+	Metadata  string
+	UserID    string
+	UserKey   string
+	Screen    string
+	CreatedAt time.Time `gorm:"autoCreateTime:false"`
+}
+
+func (feedbackRow) TableName() string { return "feedback" }
+
+// FeedbackStore keeps feedback. Safe for concurrent use.
+type FeedbackStore struct{ db *gorm.DB }
+
+// NewFeedback returns the feedback store over db.
+func NewFeedback(db *gorm.DB) *FeedbackStore { return &FeedbackStore{db: db} }
+
+// Add keeps f; its ID and CreatedAt are set when empty.
+func (s *FeedbackStore) Add(ctx context.Context, f Feedback) (Feedback, error) {
+	if f.ID == "" {
+		f.ID = auth.NewID("fb_")
+	}
+	if f.CreatedAt.IsZero() {
+		f.CreatedAt = time.Now().UTC()
+	}
+	meta, err := json.Marshal(f.Metadata)
+	if err != nil {
+		return Feedback{}, fmt.Errorf("add feedback: %w", err)
+	}
+	r := feedbackRow{ID: f.ID, AgentID: f.AgentID, SessionID: f.SessionID, TraceID: f.TraceID, Rating: f.Rating,
+		Comment: f.Comment, Metadata: string(meta), UserID: f.UserID, UserKey: f.Metadata["userId"], Screen: f.Metadata["screen"],
+		CreatedAt: f.CreatedAt.UTC()}
+	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
+		return Feedback{}, fmt.Errorf("add feedback: %w", err)
+	}
+	return f, nil
+}
+
+// List returns an agent's feedback that q selects, newest first.
+func (s *FeedbackStore) List(ctx context.Context, agentID string, q FeedbackQuery) ([]Feedback, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	tx := s.db.WithContext(ctx).Where("agent_id = ?", agentID)
+	if q.UserKey != "" {
+		tx = tx.Where("user_key = ?", q.UserKey)
+	}
+	if q.Screen != "" {
+		tx = tx.Where("screen = ?", q.Screen)
+	}
+	var rows []feedbackRow
+	if err := tx.Order("created_at DESC, id DESC").Limit(min(limit, 500)).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list feedback: %w", err)
+	}
+	out := make([]Feedback, 0, len(rows))
+	for _, r := range rows {
+		f := Feedback{ID: r.ID, AgentID: r.AgentID, SessionID: r.SessionID, TraceID: r.TraceID, Rating: r.Rating,
+			Comment: r.Comment, UserID: r.UserID, CreatedAt: r.CreatedAt.UTC()}
+		if err := json.Unmarshal([]byte(r.Metadata), &f.Metadata); err != nil {
+			return nil, fmt.Errorf("list feedback %s: metadata: %w", r.ID, err)
+		}
+		if f.Metadata == nil {
+			f.Metadata = map[string]string{}
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
