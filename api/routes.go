@@ -75,7 +75,7 @@ func (a *API) agentRoutes() []Route {
 		{Method: http.MethodPost, Path: "/api/agents/:id/commit-statuses", Need: auth.Operator, Agent: true, Summary: "Report a commit status",
 			Request: commitStatusRequest{}, Status: http.StatusCreated, Response: commitStatusResponse{}, Handle: a.addCommitStatus},
 		{Method: http.MethodGet, Path: "/api/agents/:id/feedback", Need: auth.Observer, Agent: true,
-			Summary: "List the feedback on the agent's turns, newest first (?userId=, ?screen= filter on those metadata keys; ?limit= 1..500, default 100)",
+			Summary:  "List the feedback on the agent's turns, newest first (?userId=, ?screen= filter on those metadata keys; ?limit= 1..500, default 100)",
 			Response: feedbackListResponse{}, Handle: a.listFeedback},
 		{Method: http.MethodPost, Path: "/api/agents/:id/tokens", Need: auth.Operator, Agent: true, Summary: "Mint a runtime token for chatting with the agent",
 			Request: runtimeTokenRequest{}, Status: http.StatusCreated, Response: runtimeTokenResponse{}, Handle: a.mintRuntimeToken},
