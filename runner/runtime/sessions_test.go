@@ -438,3 +438,34 @@ func TestSharedStorePatchTakesTheTurnLock(t *testing.T) {
 		}
 	})
 }
+
+// The history list filters on the metadata keys userId and screen.
+func TestHistoryByMetadata(t *testing.T) {
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello")})
+	for id, meta := range map[string]map[string]string{
+		"ses_m1": {"userId": "u1", "screen": "home"},
+		"ses_m2": {"userId": "u2", "screen": "home"},
+		"ses_m3": {"userId": "u1", "screen": "cart"},
+	} {
+		e.chat("", map[string]any{"message": "hi", "session_id": id, "metadata": meta})
+	}
+	ids := func(query string) []string {
+		t.Helper()
+		var out []string
+		for _, it := range e.do("GET", "/sessions/history"+query, "", nil).JSON["sessions"].([]any) {
+			out = append(out, str(it.(map[string]any)["session_id"]))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for query, want := range map[string][]string{
+		"?userId=u1":             {"ses_m1", "ses_m3"},
+		"?screen=home":           {"ses_m1", "ses_m2"},
+		"?userId=u1&screen=cart": {"ses_m3"},
+		"?userId=nobody":         nil,
+	} {
+		if got := ids(query); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", query, got, want)
+		}
+	}
+}

@@ -141,7 +141,17 @@ func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller
 	if c.scope != "" {
 		scope = c.scope // the claim overrides the query
 	}
-	list, err := rt.store.List(r.Context(), sessions.Query{AgentID: rt.opts.AgentID, ScopeID: scope, Limit: sessions.DefaultListLimit})
+	q := sessions.Query{AgentID: rt.opts.AgentID, ScopeID: scope, Limit: sessions.DefaultListLimit}
+	// The metadata keys of spec 2.6 filter the list.
+	for _, key := range []string{"userId", "screen"} {
+		if v := r.URL.Query().Get(key); v != "" {
+			if q.Metadata == nil {
+				q.Metadata = map[string]string{}
+			}
+			q.Metadata[key] = v
+		}
+	}
+	list, err := rt.store.List(r.Context(), q)
 	if err != nil {
 		return err
 	}

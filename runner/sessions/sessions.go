@@ -119,7 +119,10 @@ func (s *Session) Clone() *Session {
 type Query struct {
 	AgentID string // required match ("" matches sessions of svc dev)
 	ScopeID string // "" matches every scope
-	Limit   int    // at most this many, newest UpdatedAt first; 0 means DefaultListLimit
+	// Metadata keeps the sessions whose metadata has each of these keys with that value (the
+	// keys userId and screen of spec 2.6, say); nil matches every session.
+	Metadata map[string]string
+	Limit    int // at most this many, newest UpdatedAt first; 0 means DefaultListLimit
 }
 
 // DefaultListLimit is the most rows a history list fetches (spec §8).

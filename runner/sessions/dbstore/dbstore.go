@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"svc/migrations"
 	"svc/runner/sessions"
 )
 
@@ -182,6 +186,14 @@ func (st *Store) List(ctx context.Context, q sessions.Query) ([]*sessions.Sessio
 	tx := st.db.WithContext(ctx).Where("agent_id = ?", q.AgentID)
 	if q.ScopeID != "" {
 		tx = tx.Where("scope_id = ?", q.ScopeID)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q.Metadata)) {
+		// metadata is a JSON object of strings.
+		if migrations.DialectOf(st.db) == migrations.Postgres {
+			tx = tx.Where("(metadata::jsonb ->> ?) = ?", k, q.Metadata[k])
+		} else {
+			tx = tx.Where("json_extract(metadata, ?) = ?", `$."`+strings.ReplaceAll(k, `"`, `\"`)+`"`, q.Metadata[k])
+		}
 	}
 	var rows []sessionRow
 	if err := tx.Order("updated_at DESC").Order("id").Limit(limit).Find(&rows).Error; err != nil {

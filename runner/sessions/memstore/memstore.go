@@ -89,7 +89,7 @@ func (st *Store) List(ctx context.Context, q sessions.Query) ([]*sessions.Sessio
 	out := make([]*sessions.Session, 0, min(limit, len(st.recs)))
 	all := make([]*record, 0, len(st.recs))
 	for _, rec := range st.recs {
-		if rec.s.AgentID == q.AgentID && (q.ScopeID == "" || rec.s.ScopeID == q.ScopeID) {
+		if rec.s.AgentID == q.AgentID && (q.ScopeID == "" || rec.s.ScopeID == q.ScopeID) && hasMetadata(rec.s.Metadata, q.Metadata) {
 			all = append(all, rec)
 		}
 	}
@@ -115,4 +115,14 @@ func (st *Store) Delete(ctx context.Context, id string) error {
 	}
 	delete(st.recs, id)
 	return nil
+}
+
+// hasMetadata reports whether have holds every key of want with its value.
+func hasMetadata(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }

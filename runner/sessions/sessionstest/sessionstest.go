@@ -134,6 +134,12 @@ func testList(t *testing.T, st sessions.Store) {
 		s := sample(c.id)
 		s.AgentID, s.ScopeID = c.agent, c.scope
 		s.UpdatedAt = base.Add(time.Duration(i) * time.Minute)
+		if c.agent == "ag1" {
+			s.Metadata = map[string]string{"userId": "u-" + c.id}
+			if c.id != "a" {
+				s.Metadata["screen"] = "home"
+			}
+		}
 		mustSave(t, st, s, 0)
 	}
 	ids := func(q sessions.Query) []string {
@@ -155,6 +161,18 @@ func testList(t *testing.T, st sessions.Store) {
 	}
 	if d := cmp.Diff([]string{"c", "a"}, ids(sessions.Query{AgentID: "ag1", ScopeID: "t1"})); d != "" {
 		t.Errorf("List(ag1, t1) (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"c"}, ids(sessions.Query{AgentID: "ag1", Metadata: map[string]string{"userId": "u-c"}})); d != "" {
+		t.Errorf("List(userId u-c) (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"c", "b"}, ids(sessions.Query{AgentID: "ag1", Metadata: map[string]string{"screen": "home"}})); d != "" {
+		t.Errorf("List(screen home) (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"b"}, ids(sessions.Query{AgentID: "ag1", Metadata: map[string]string{"screen": "home", "userId": "u-b"}})); d != "" {
+		t.Errorf("List(screen home, userId u-b) (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{}, ids(sessions.Query{AgentID: "ag1", Metadata: map[string]string{"userId": "nobody"}})); d != "" {
+		t.Errorf("List(userId nobody) (-want +got):\n%s", d)
 	}
 	if d := cmp.Diff([]string{"c"}, ids(sessions.Query{AgentID: "ag1", Limit: 1})); d != "" {
 		t.Errorf("List(limit 1) (-want +got):\n%s", d)
