@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -53,6 +54,16 @@ func devCommand() *cobra.Command {
 			}
 			o.DefaultModel = m
 		}
+		tracer, shutdown, err := newTracer(cmd.Context(), "dev")
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = shutdown(sctx) // spans not flushed in 5 s are lost; the process is ending
+		}()
+		o.Tracer = tracer
 		rt, ag, err := runtime.NewDev(o)
 		if err != nil {
 			return err

@@ -103,6 +103,15 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime metrics: %w", err)
 	}
+	tracer, shutdown, err := newTracer(ctx, "runner")
+	if err != nil {
+		return nil, err
+	}
+	p.closers = append(p.closers, func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return shutdown(sctx)
+	})
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
 	return runner.NewRouter(runner.Config{
@@ -130,7 +139,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			rt, err := runtime.New(runtime.Options{
 				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
-				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics,
+				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
 				Feedback: p.stores.Feedback,
 				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},

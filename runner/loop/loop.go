@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"svc/runner/models"
 	"svc/runner/sse"
 	"svc/runner/tools"
@@ -69,6 +71,9 @@ type Params struct {
 	// Approvals asks the user to approve the calls of tools.Approver tools that need it; nil
 	// refuses such calls.
 	Approvals Approvals
+	// Tracer, when set, records a span per model call and per tool call (children of the
+	// span in ctx); nil records nothing.
+	Tracer trace.Tracer
 	// Session is handed to every tool call.
 	Session tools.Session
 	// Queue brings messages sent during the run; nil means none can be sent.
@@ -262,7 +267,10 @@ func (r *run) loop() (Reason, error) {
 // call streams one model call, forwarding text and reasoning deltas.
 func (r *run) call(req models.Request) (models.Response, error) {
 	r.text = r.text[:0]
-	return r.p.Provider.Stream(r.ctx, req, r.onEvent)
+	end := r.startModelSpan("chat")
+	resp, err := r.p.Provider.Stream(r.ctx, req, r.onEvent)
+	end(resp.Usage, err)
+	return resp, err
 }
 
 func (r *run) onEvent(ev models.Event) error {
@@ -454,8 +462,10 @@ func (r *run) callTool(c *models.ToolCall) (res tools.Result, err error) {
 		}
 	}()
 	call := tools.Call{ID: c.ID, Arguments: c.Arguments, Host: host{r}, Session: r.p.Session}
+	ctx, end := r.startToolSpan(c.Name, c.ID)
+	defer func() { end(res.IsError, err) }()
 	if ap, ok := t.(tools.Approver); ok {
-		req, err := ap.NeedsApproval(r.ctx, call)
+		req, err := ap.NeedsApproval(ctx, call)
 		if err != nil {
 			return tools.Result{}, err
 		}
@@ -465,7 +475,7 @@ func (r *run) callTool(c *models.ToolCall) (res tools.Result, err error) {
 			}
 		}
 	}
-	return t.Call(r.ctx, call)
+	return t.Call(ctx, call)
 }
 
 // approve asks the user to approve call c and waits: nil when approved, else why the call

@@ -189,6 +189,10 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 		b = sse.AppendString(b, f.Reason)
 		b = append(b, `,"turns":`...)
 		b = strconv.AppendInt(b, int64(f.Turns), 10)
+		if f.TraceID != "" {
+			b = append(b, `,"trace_id":`...)
+			b = sse.AppendString(b, f.TraceID)
+		}
 		if u := f.Usage; u != nil {
 			b = append(b, `,"usage":{"input_tokens":`...)
 			b = strconv.AppendInt(b, int64(u.InputTokens), 10)

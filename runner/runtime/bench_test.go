@@ -2,12 +2,17 @@ package runtime_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	goruntime "runtime"
 	"strings"
 	"testing"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"svc/agent"
 	"svc/migrations/dbtest"
@@ -20,9 +25,29 @@ import (
 // BenchmarkChatStream runs whole chat turns over a real listener against a fake OpenAI server
 // that streams 32 text chunks with no delay, each turn in a fresh session of the hello agent.
 // ns/op is one turn, client and fake model included; allocs/op counts the whole process.
-func BenchmarkChatStream(b *testing.B) {
+func BenchmarkChatStream(b *testing.B) { benchChatStream(b, nil) }
+
+// BenchmarkChatStreamTraced is BenchmarkChatStream with every turn traced and exported over
+// OTLP/HTTP, batched, to a receiver on loopback that takes the spans and answers at once.
+func BenchmarkChatStreamTraced(b *testing.B) {
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer recv.Close()
+	exp, err := otlptracehttp.New(b.Context(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	defer tp.Shutdown(context.Background())
+	benchChatStream(b, tp.Tracer("bench"))
+}
+
+func benchChatStream(b *testing.B, tracer trace.Tracer) {
 	fake := modelstest.NewOpenAIBenchServer(b, 32)
 	e := start(b, runtime.Options{
+		Tracer:       tracer,
 		Agent:        loadAgent(b, "hello"),
 		DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o-mini"},
 		Models: runtime.NewModels(func(name string) (string, bool) {

@@ -41,6 +41,7 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	return rt.turns.Begin(ctx, turn.Start{
 		Session: l, Lock: lk, Text: in.text, Redacted: redacted, Parts: in.parts, Size: size, Warnings: in.warnings,
 		Metadata: req.Metadata, Context: req.Context, Attachments: in.files,
+		Caller: turn.Caller{UserID: c.userID, AuthMethod: c.method},
 	})
 }
 
@@ -198,9 +199,10 @@ type syncToolCall struct {
 }
 
 type syncDone struct {
-	Reason string    `json:"reason"`
-	Turns  int       `json:"turns"`
-	Usage  sse.Usage `json:"usage"`
+	Reason  string    `json:"reason"`
+	Turns   int       `json:"turns"`
+	TraceID string    `json:"trace_id,omitempty"`
+	Usage   sse.Usage `json:"usage"`
 }
 
 // syncAnswer is the body of /chat/sync (CONTRACT §6), with warnings and errors added.
@@ -246,7 +248,7 @@ func (s *syncSink) Emit(f *sse.Frame) error {
 	case sse.TypeSkillActivated:
 		s.a.Skills = append(s.a.Skills, f.SkillName)
 	case sse.TypeDone:
-		s.a.Done = syncDone{Reason: f.Reason, Turns: f.Turns}
+		s.a.Done = syncDone{Reason: f.Reason, Turns: f.Turns, TraceID: f.TraceID}
 		if f.Usage != nil {
 			s.a.Done.Usage = *f.Usage
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"svc/agent"
 	"svc/runner/sessions/memstore"
 )
@@ -26,6 +28,8 @@ type DevOptions struct {
 	// SVC_ALLOW_METADATA_ADDRESSES).
 	ApprovalTimeout        time.Duration
 	AllowMetadataAddresses bool
+	// Tracer is as in Options.
+	Tracer trace.Tracer
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -54,7 +58,7 @@ func NewDev(o DevOptions) (*Runtime, *agent.Agent, error) {
 		Agent: ag, Version: ag.Config.Version, DeployID: "dev", Sessions: memstore.New(),
 		AuthToken: o.AuthToken, Models: NewModels(env, nil), DefaultModel: o.DefaultModel, Env: env,
 		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout,
-		AllowMetadataAddresses: o.AllowMetadataAddresses, Logger: log,
+		AllowMetadataAddresses: o.AllowMetadataAddresses, Tracer: o.Tracer, Logger: log,
 	})
 	if err != nil {
 		return nil, nil, err

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"svc/agent"
 	"svc/auth"
 	"svc/runner/approvals"
@@ -78,6 +80,9 @@ type Options struct {
 	CompositeMaxCalls int
 	// Feedback keeps the ratings of POST /feedback; nil keeps the last 10,000 in memory.
 	Feedback FeedbackStore
+	// Tracer, when set, records a span per turn (with its model and tool calls) and done frames
+	// carry its trace id; nil records nothing.
+	Tracer trace.Tracer
 	// Metrics, when set, counts turns, tokens and tool calls; share one among the runtimes of a
 	// process.
 	Metrics *Metrics
@@ -220,6 +225,7 @@ func New(opts Options) (*Runtime, error) {
 		Blobs: rt.blobs, Locker: rt.locker, Storage: opts.Storage, Models: rt.models,
 		DefaultModel: opts.DefaultModel, MaxTurns: opts.MaxTurns, ContextWindow: opts.ContextWindow,
 		Approvals: rt.hub, ApprovalTimeout: opts.ApprovalTimeout, Observer: observer(opts.Metrics),
+		Tracer: opts.Tracer, DeployID: opts.DeployID,
 		Logger: rt.log, Now: rt.now,
 	})
 	if err != nil {

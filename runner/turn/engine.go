@@ -9,6 +9,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"svc/agent"
 	"svc/runner/approvals"
@@ -79,6 +80,10 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	// Observer, when set, is told of every turn that runs (metrics).
 	Observer Observer
+	// Tracer, when set, records a span per turn with its model and tool calls as children, and
+	// the done frame carries its trace id; nil records nothing. DeployID is recorded on it.
+	Tracer   trace.Tracer
+	DeployID string
 	Logger   *slog.Logger
 	Now      func() time.Time
 }

@@ -23,6 +23,14 @@ type Profile struct {
 	Omitted string
 }
 
+// name is the named agent of the profile, "" for the unscoped chat.
+func (p *Profile) name() string {
+	if p.Named == nil {
+		return ""
+	}
+	return p.Named.Name
+}
+
 // System is the profile's system prompt with the session context filled in.
 func (p *Profile) System(context map[string]string) string {
 	if !p.Templated {

@@ -39,6 +39,8 @@ type Start struct {
 	Size int64
 	// Warnings are told to the client before the turn runs (attachments left out, say).
 	Warnings []string
+	// Caller is who sent the message, recorded on the turn's span.
+	Caller Caller
 	// Attachments are the message's files as sent, for the turn's tools.
 	Attachments []tools.Attachment
 	// Metadata keys are set on the session (latest value per key); a non-nil Context replaces
@@ -66,6 +68,8 @@ type Turn struct {
 	base     int // State.SummaryUpTo when the turn began
 	system   string
 	context  map[string]string // the session's context when the turn began
+	meta     map[string]string // the session's metadata when the turn began
+	caller   Caller
 	files    []tools.Attachment
 	budget   int
 	used     int
@@ -101,7 +105,7 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 		t.Abandon()
 		return nil, err
 	}
-	t.files = st.Attachments
+	t.files, t.caller = st.Attachments, st.Caller
 	t.setup(st, kept)
 	// An eviction between lookup and lock must not orphan the running turn: its queue is
 	// found through the cache.
@@ -173,6 +177,7 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 	l.Turn = t.queue
 
 	t.context = maps.Clone(s.Context)
+	t.meta = maps.Clone(s.Metadata)
 	t.prof = e.cfg.Profiles.ForSession(s)
 	t.system = t.prof.System(s.Context)
 	var fallback bool
@@ -230,6 +235,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 	if t.fresh && t.prof.Skill != nil {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeSkillActivated, SkillName: t.prof.Skill.Name})
 	}
+	ctx, span := t.startSpan(ctx)
 	if t.lock.Lost != nil {
 		// A lost lock means another runtime may take the session: the turn stops at once.
 		var cancel context.CancelCauseFunc
@@ -256,6 +262,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
 			Session: tools.Session{ID: t.l.ID, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files}, Approvals: t.approvals(),
+			Tracer:  t.e.cfg.Tracer,
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})
 	}
@@ -268,7 +275,8 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 	if timing != nil {
 		t.e.cfg.Observer.TurnDone(t.report(res, timing.first))
 	}
-	_ = sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, Usage: &sse.Usage{
+	traceID := endSpan(span, res)
+	_ = sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, TraceID: traceID, Usage: &sse.Usage{
 		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
 		CachedTokens: res.Usage.CachedTokens, TotalTokens: res.Usage.Total(),
 	}})

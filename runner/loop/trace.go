@@ -1,0 +1,58 @@
+package loop
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"svc/runner/models"
+)
+
+// Span attributes of the OpenTelemetry GenAI semantic conventions.
+const (
+	attrOperation    = attribute.Key("gen_ai.operation.name")
+	attrProvider     = attribute.Key("gen_ai.provider.name")
+	attrModel        = attribute.Key("gen_ai.request.model")
+	attrInputTokens  = attribute.Key("gen_ai.usage.input_tokens")
+	attrOutputTokens = attribute.Key("gen_ai.usage.output_tokens")
+	attrToolName     = attribute.Key("gen_ai.tool.name")
+	attrToolCallID   = attribute.Key("gen_ai.tool.call.id")
+)
+
+// startModelSpan starts the span of one model call (operation "chat", or "summarize" for a
+// compaction); end records its usage and error. Message text is never recorded.
+func (r *run) startModelSpan(operation string) (end func(models.Usage, error)) {
+	if r.p.Tracer == nil {
+		return func(models.Usage, error) {} // untraced: not even the attributes are built
+	}
+	_, span := r.p.Tracer.Start(r.ctx, operation+" "+r.p.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrOperation.String(operation), attrProvider.String(r.p.ProviderName), attrModel.String(r.p.Model)))
+	return func(u models.Usage, err error) {
+		span.SetAttributes(attrInputTokens.Int(u.InputTokens), attrOutputTokens.Int(u.OutputTokens))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
+
+// startToolSpan starts the span of one tool call; its context carries the span to the tool, so
+// that what the tool does (a handler's children, a subagent's model calls) nests under it.
+func (r *run) startToolSpan(name, id string) (context.Context, func(isError bool, err error)) {
+	if r.p.Tracer == nil {
+		return r.ctx, func(bool, error) {}
+	}
+	ctx, span := r.p.Tracer.Start(r.ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrOperation.String("execute_tool"), attrToolName.String(name), attrToolCallID.String(id)))
+	return ctx, func(isError bool, err error) {
+		switch {
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+		case isError:
+			span.SetStatus(codes.Error, "the tool returned an error result")
+		}
+		span.End()
+	}
+}
