@@ -41,6 +41,8 @@ type BuildConfig struct {
 	// Commits, when set, gives a build the commit its push's branch check fetched (a process
 	// that answers webhooks and builds, svc up); nil fetches every build's commit.
 	Commits *CommitCache
+	// Metrics, when set, counts builds by outcome and times their steps.
+	Metrics *BuildMetrics
 	// Logger receives what the handler logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -124,6 +126,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) error {
 		if permanent(err) {
 			return h.fail(ctx, b, []builder.Step{fetch}, err)
 		}
+		h.cfg.Metrics.done("retried", []builder.Step{fetch})
 		return retryLater(b, log, err)
 	case fetched:
 		log("fetch", fmt.Sprintf("%s was fetched by the push's branch check", describe(b)))
@@ -140,6 +143,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) error {
 		if permanent(err) || errors.Is(err, context.DeadlineExceeded) {
 			return h.fail(ctx, b, steps, err)
 		}
+		h.cfg.Metrics.done("retried", steps)
 		return retryLater(b, log, err)
 	}
 
@@ -159,8 +163,10 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) error {
 	case errors.Is(err, registry.ErrBuildFinished):
 		return nil
 	case err != nil:
+		h.cfg.Metrics.done("retried", steps)
 		return retryLater(b, log, err)
 	}
+	h.cfg.Metrics.done("succeeded", steps)
 	return nil
 }
 
@@ -222,6 +228,7 @@ func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.B
 
 // fail records a build's failure with every reason; the task itself is done (no retry).
 func (h *BuildHandler) fail(ctx context.Context, b registry.Build, steps []builder.Step, cause error) error {
+	h.cfg.Metrics.done("failed", steps)
 	_, err := h.cfg.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{Steps: stepsJSON(steps), Error: cause.Error()})
 	if err != nil && !errors.Is(err, registry.ErrBuildFinished) {
 		return err
@@ -236,6 +243,7 @@ func (h *BuildHandler) TaskFailed(ctx context.Context, t Task, cause error) {
 	if json.Unmarshal(t.Payload, &pl) != nil {
 		return
 	}
+	h.cfg.Metrics.done("gave_up", nil)
 	_, err := h.cfg.Deployments.FinishBuild(ctx, pl.BuildID, registry.BuildOutcome{Steps: "[]", Error: "build gave up: " + cause.Error()})
 	if err != nil && !errors.Is(err, registry.ErrBuildFinished) {
 		h.log.ErrorContext(ctx, "record failed build", "build_id", pl.BuildID, "err", err)

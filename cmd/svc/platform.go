@@ -48,7 +48,8 @@ type platform struct {
 	closers     []func() error
 	// metrics is the process's Prometheus registry: the API's and the runtimes' metrics, on
 	// GET /metrics of the platform's host (and of a runner's own host).
-	metrics *prometheus.Registry
+	metrics      *prometheus.Registry
+	buildMetrics *workers.BuildMetrics
 }
 
 // newLogger builds the process logger: JSON unless the output is a terminal (or as configured).
@@ -164,6 +165,12 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 		}
 		p.queue = q
 	}
+	if p.buildMetrics, err = workers.NewBuildMetrics(p.metrics); err != nil {
+		return nil, err
+	}
+	if err := workers.RegisterQueueMetrics(p.metrics, p.queue); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -197,7 +204,7 @@ func (p *platform) buildMux(commits *workers.CommitCache) *workers.ServeMux {
 	mux := workers.NewServeMux()
 	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
 		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Sources: workers.NewRegistrySources(p.stores),
-		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Logger: p.log,
+		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Metrics: p.buildMetrics, Logger: p.log,
 	}))
 	return mux
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -216,4 +217,21 @@ func redact(raw string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// Stats implements workers.StatsReporter: the pending tasks of the queue and the latency of the
+// oldest, as asynq reports them.
+func (q *Queue) Stats(ctx context.Context) (workers.QueueStats, error) {
+	queues, err := q.inspector.Queues()
+	if err != nil {
+		return workers.QueueStats{}, fmt.Errorf("queue stats: %w", err)
+	}
+	if !slices.Contains(queues, q.cfg.Queue) {
+		return workers.QueueStats{}, nil // nothing was ever enqueued
+	}
+	info, err := q.inspector.GetQueueInfo(q.cfg.Queue)
+	if err != nil {
+		return workers.QueueStats{}, fmt.Errorf("queue stats: %w", err)
+	}
+	return workers.QueueStats{Pending: info.Pending, Oldest: info.Latency}, nil
 }

@@ -165,3 +165,27 @@ func newID() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
 }
+
+// Stats implements workers.StatsReporter: the queued tasks due now, and how long the oldest has
+// been due.
+func (q *Queue) Stats(ctx context.Context) (workers.QueueStats, error) {
+	now := time.Now().UTC()
+	due := q.db.WithContext(ctx).Table("jobs").Where("state = 'queued' AND run_at <= ?", now)
+	var n int64
+	if err := due.Count(&n).Error; err != nil {
+		return workers.QueueStats{}, fmt.Errorf("queue stats: %w", err)
+	}
+	st := workers.QueueStats{Pending: int(n)}
+	if n == 0 {
+		return st, nil
+	}
+	// run_at itself, not MIN(run_at): SQLite returns an aggregate of a DATETIME as text.
+	var oldest struct{ RunAt time.Time }
+	err := q.db.WithContext(ctx).Table("jobs").Select("run_at").Where("state = 'queued' AND run_at <= ?", now).
+		Order("run_at").Limit(1).Scan(&oldest).Error
+	if err != nil {
+		return workers.QueueStats{}, fmt.Errorf("queue stats: %w", err)
+	}
+	st.Oldest = max(now.Sub(oldest.RunAt), 0)
+	return st, nil
+}

@@ -3,6 +3,7 @@ package queuetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -76,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 		{"NoHandler", testNoHandler},
 		{"Timeout", testTimeout},
 		{"Delay", testDelay},
+		{"Stats", testStats},
 		{"Concurrency", testConcurrency},
 		{"SharedBackend", testSharedBackend},
 		{"GracefulStop", testGracefulStop},
@@ -122,5 +124,29 @@ func enqueue(t testing.TB, q workers.Queue, task workers.Task, opts ...workers.O
 	t.Helper()
 	if err := q.Enqueue(context.Background(), task, opts...); err != nil {
 		t.Fatalf("Enqueue(%q, %q) = %v", task.Type, task.ID, err)
+	}
+}
+
+// testStats: a queue that reports its stats counts the tasks due and not claimed, and the age
+// of the oldest; a delayed task is not due yet.
+func testStats(t *testing.T, h Harness) {
+	q := h.Open(t, h.New(t), baseConfig(t))
+	sr, ok := q.(workers.StatsReporter)
+	if !ok {
+		t.Skip("this queue does not report stats") // an optional ability
+	}
+	ctx := context.Background()
+	if st, err := sr.Stats(ctx); err != nil || st.Pending != 0 || st.Oldest != 0 {
+		t.Fatalf("empty queue: %+v, %v", st, err)
+	}
+	for i, opts := range [][]workers.Option{nil, nil, {workers.Delay(time.Hour)}} {
+		if err := q.Enqueue(ctx, workers.Task{Type: "stats", ID: fmt.Sprint("s", i), Payload: []byte("{}")}, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	st, err := sr.Stats(ctx)
+	if err != nil || st.Pending != 2 || st.Oldest <= 0 || st.Oldest > waitLimit {
+		t.Errorf("stats %+v, %v: want 2 pending, the oldest due for a moment", st, err)
 	}
 }
