@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"svc/auth"
 	"svc/deploy"
@@ -44,6 +45,9 @@ type Deps struct {
 	// prometheus.Gatherer (a *prometheus.Registry is both), what /metrics serves. When nil a
 	// private registry with the Go runtime collector is made.
 	Metrics prometheus.Registerer
+	// Tracer, when set, records a span per request, joining the caller's W3C trace context;
+	// what a request starts (a build) joins its trace. nil records nothing.
+	Tracer trace.Tracer
 	// Deployer decides and starts the builds of pushes and redeploys. Required.
 	Deployer *deploy.Deployer
 	// Runtimes, when set, lets the process that holds a runtime drop it when it is stopped.

@@ -12,6 +12,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"svc/auth"
 	"svc/errcode"
@@ -84,13 +88,29 @@ func (a *API) logger(ctx context.Context) *slog.Logger {
 // template, never the query string, headers or body.
 func (a *API) observe(c *gin.Context) {
 	start := time.Now()
-	c.Next()
-	elapsed := time.Since(start)
 	route := c.FullPath()
 	if route == "" {
 		route = "unmatched"
 	}
+	var span trace.Span
+	if tr := a.deps.Tracer; tr != nil {
+		// A request joins the trace its caller sent (W3C traceparent), and what it starts (a
+		// build through the queue) joins this one.
+		ctx := propagation.TraceContext{}.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
+		ctx, span = tr.Start(ctx, c.Request.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+			attribute.String("http.request.method", c.Request.Method), attribute.String("http.route", route)))
+		c.Request = c.Request.WithContext(ctx)
+	}
+	c.Next()
+	elapsed := time.Since(start)
 	status := c.Writer.Status()
+	if span != nil {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= http.StatusInternalServerError {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		span.End()
+	}
 	a.metrics.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(status)).Inc()
 	a.metrics.latency.WithLabelValues(c.Request.Method, route).Observe(elapsed.Seconds())
 
@@ -103,6 +123,9 @@ func (a *API) observe(c *gin.Context) {
 	}
 	if p, ok := PrincipalFrom(c); ok {
 		attrs = append(attrs, slog.String("token_id", p.TokenID))
+	}
+	if span != nil && span.SpanContext().IsValid() {
+		attrs = append(attrs, slog.String("trace_id", span.SpanContext().TraceID().String()))
 	}
 	if code, ok := c.Get(errorCodeKey{}); ok {
 		attrs = append(attrs, slog.String("error_code", fmt.Sprint(code)))

@@ -78,7 +78,7 @@ func EnvironmentFor(branch, productionBranch string) string {
 
 // enqueue hands a build to the queue; a build that cannot be queued is failed, never left queued forever.
 func (d *Deployer) enqueue(ctx context.Context, buildID string) error {
-	err := d.cfg.Queue.Enqueue(ctx, workers.NewBuildTask(buildID))
+	err := d.cfg.Queue.Enqueue(ctx, workers.NewBuildTask(ctx, buildID))
 	if err == nil || errors.Is(err, workers.ErrDuplicate) {
 		return nil
 	}

@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"svc/builder"
 	"svc/registry"
 )
@@ -19,11 +22,21 @@ const TaskBuild = "build:run"
 // buildPayload is the payload of a TaskBuild task.
 type buildPayload struct {
 	BuildID string `json:"buildId"`
+	// Trace is the W3C trace context (traceparent, tracestate) of the request that started the
+	// build, so that the build's spans join its trace; empty when it was not traced.
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
-// NewBuildTask returns the task that runs a build; its ID dedupes it.
-func NewBuildTask(buildID string) Task {
-	p, _ := json.Marshal(buildPayload{BuildID: buildID}) // a struct of strings always marshals
+// NewBuildTask returns the task that runs a build; its ID dedupes it. The trace context of ctx,
+// if any, travels with it.
+func NewBuildTask(ctx context.Context, buildID string) Task {
+	pl := buildPayload{BuildID: buildID}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	if len(carrier) > 0 {
+		pl.Trace = carrier
+	}
+	p, _ := json.Marshal(pl) // a struct of strings always marshals
 	return Task{Type: TaskBuild, Payload: p, ID: "build:" + buildID}
 }
 
@@ -43,6 +56,9 @@ type BuildConfig struct {
 	Commits *CommitCache
 	// Metrics, when set, counts builds by outcome and times their steps.
 	Metrics *BuildMetrics
+	// Tracer, when set, records a span per build attempt with its steps, in the trace of the
+	// request that started the build.
+	Tracer trace.Tracer
 	// Logger receives what the handler logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -85,7 +101,7 @@ func stepsJSON(steps []builder.Step) string {
 // ProcessTask implements Handler: it runs a build task: fetch, build, record. It is idempotent:
 // a build that already finished is left alone, and a build redelivered after a crash runs again
 // from the start.
-func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) error {
+func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 	var pl buildPayload
 	if err := json.Unmarshal(t.Payload, &pl); err != nil || pl.BuildID == "" {
 		return fmt.Errorf("%w: bad build payload", ErrSkipRetry)
@@ -97,6 +113,9 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) error {
 	if err != nil {
 		return err
 	}
+	var steps []builder.Step
+	ctx, endSpan := h.buildSpan(ctx, pl, b)
+	defer func() { endSpan(steps, err) }()
 	log := func(step, line string) {
 		if err := h.cfg.Logs.Append(context.WithoutCancel(ctx), b.ID, step, line); err != nil {
 			h.log.WarnContext(ctx, "append build log", "build_id", b.ID, "err", err)
@@ -123,10 +142,11 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) error {
 	case err != nil:
 		fetch.Status = builder.StepFailed
 		log("fetch", "fetch failed: "+err.Error())
+		steps = []builder.Step{fetch}
 		if permanent(err) {
-			return h.fail(ctx, b, []builder.Step{fetch}, err)
+			return h.fail(ctx, b, steps, err)
 		}
-		h.cfg.Metrics.done("retried", []builder.Step{fetch})
+		h.cfg.Metrics.done("retried", steps)
 		return retryLater(b, log, err)
 	case fetched:
 		log("fetch", fmt.Sprintf("%s was fetched by the push's branch check", describe(b)))
@@ -138,7 +158,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) error {
 	result, err := builder.Build(ctx, builder.BuildInput{
 		Source: tree, Commit: res.Commit, Branch: b.Branch, SourceVersionID: b.SourceVersionID, AgentSlug: src.Slug, Limits: h.cfg.Limits,
 	}, h.cfg.Objects, log)
-	steps := append([]builder.Step{fetch}, result.Steps...)
+	steps = append([]builder.Step{fetch}, result.Steps...)
 	if err != nil {
 		if permanent(err) || errors.Is(err, context.DeadlineExceeded) {
 			return h.fail(ctx, b, steps, err)
@@ -259,7 +279,7 @@ func RecoverBuilds(ctx context.Context, q Queue, deployments *registry.Deploymen
 	}
 	n := 0
 	for _, id := range ids {
-		err := q.Enqueue(ctx, NewBuildTask(id))
+		err := q.Enqueue(ctx, NewBuildTask(ctx, id))
 		switch {
 		case err == nil:
 			n++

@@ -77,7 +77,7 @@ func (e *env) build(t *testing.T, agentID, environment, branch, commit string) r
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.queue.Enqueue(context.Background(), workers.NewBuildTask(st.Build.ID)); err != nil {
+	if err := e.queue.Enqueue(context.Background(), workers.NewBuildTask(context.Background(), st.Build.ID)); err != nil {
 		t.Fatal(err)
 	}
 	return st

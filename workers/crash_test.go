@@ -148,7 +148,7 @@ func testCrash(t *testing.T, dbURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Enqueue(ctx, workers.NewBuildTask(st.Build.ID)); err != nil {
+	if err := q.Enqueue(ctx, workers.NewBuildTask(ctx, st.Build.ID)); err != nil {
 		t.Fatal(err)
 	}
 

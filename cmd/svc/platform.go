@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/term"
 	"gorm.io/gorm"
 
@@ -50,6 +52,8 @@ type platform struct {
 	// GET /metrics of the platform's host (and of a runner's own host).
 	metrics      *prometheus.Registry
 	buildMetrics *workers.BuildMetrics
+	// tracer exports the process's spans when OTEL_EXPORTER_OTLP_ENDPOINT is set; nil otherwise.
+	tracer trace.Tracer
 }
 
 // newLogger builds the process logger: JSON unless the output is a terminal (or as configured).
@@ -168,6 +172,16 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	if p.buildMetrics, err = workers.NewBuildMetrics(p.metrics); err != nil {
 		return nil, err
 	}
+	tracer, shutdown, err := newTracer(ctx, "platform")
+	if err != nil {
+		return nil, err
+	}
+	p.tracer = tracer
+	p.closers = append(p.closers, func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return shutdown(sctx)
+	})
 	if err := workers.RegisterQueueMetrics(p.metrics, p.queue); err != nil {
 		return nil, err
 	}
@@ -204,7 +218,7 @@ func (p *platform) buildMux(commits *workers.CommitCache) *workers.ServeMux {
 	mux := workers.NewServeMux()
 	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
 		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Sources: workers.NewRegistrySources(p.stores),
-		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Metrics: p.buildMetrics, Logger: p.log,
+		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Metrics: p.buildMetrics, Tracer: p.tracer, Logger: p.log,
 	}))
 	return mux
 }

@@ -103,15 +103,6 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime metrics: %w", err)
 	}
-	tracer, shutdown, err := newTracer(ctx, "runner")
-	if err != nil {
-		return nil, err
-	}
-	p.closers = append(p.closers, func() error {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return shutdown(sctx)
-	})
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
 	return runner.NewRouter(runner.Config{
@@ -139,7 +130,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			rt, err := runtime.New(runtime.Options{
 				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
-				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: tracer,
+				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
 				Feedback: p.stores.Feedback,
 				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
@@ -177,7 +168,7 @@ func (p *platform) envOf(agentID string) func(string) (string, bool) {
 func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commits *workers.CommitCache) (*api.API, error) {
 	return api.New(api.Deps{
 		Stores: p.stores, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer,
-		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, Deployer: p.newDeployer(commits), Runtimes: runtimes,
+		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, Tracer: p.tracer, Deployer: p.newDeployer(commits), Runtimes: runtimes,
 	})
 }
 

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -23,31 +25,7 @@ func TestDevExportsTraces(t *testing.T) {
 	var mu sync.Mutex
 	spans := map[string]string{} // span name → trace id (hex)
 	attrs := map[string]string{} // attributes of the turn span
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req coltrace.ExportTraceServiceRequest
-		if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					spans[s.Name] = hex.EncodeToString(s.TraceId)
-					if s.Name == "chat turn" {
-						for _, kv := range s.Attributes {
-							attrs[kv.Key] = kv.Value.GetStringValue()
-						}
-					}
-				}
-			}
-		}
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-		_, _ = w.Write(out)
-	}))
+	recv := otlpReceiver(t, &mu, spans, attrs)
 	defer recv.Close()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
 	t.Setenv("AUTH_TOKEN", "")
@@ -89,5 +67,77 @@ func TestDevExportsTraces(t *testing.T) {
 	}
 	if attrs["svc.meta.userId"] != "u1" || attrs["svc.auth.method"] != "none" {
 		t.Errorf("turn span attributes %v", attrs)
+	}
+}
+
+// otlpReceiver is an OTLP/HTTP trace receiver: it records each span's trace id by name, and the
+// string attributes of "chat turn" spans into attrs.
+func otlpReceiver(t *testing.T, mu *sync.Mutex, spans, attrs map[string]string) *httptest.Server {
+	t.Helper()
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req coltrace.ExportTraceServiceRequest
+		if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					spans[s.Name] = hex.EncodeToString(s.TraceId)
+					if s.Name == "chat turn" {
+						for _, kv := range s.Attributes {
+							attrs[kv.Key] = kv.Value.GetStringValue()
+						}
+					}
+				}
+			}
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+		_, _ = w.Write(out)
+	}))
+}
+
+// TestPlatformTracesABuild: a redeploy sent with a W3C traceparent is one trace from the API
+// request through the queue to the build and its steps.
+func TestPlatformTracesABuild(t *testing.T) {
+	var mu sync.Mutex
+	spans, attrs := map[string]string{}, map[string]string{}
+	recv := otlpReceiver(t, &mu, spans, attrs)
+	defer recv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20") // ms: export batches at once
+	p := startPlatform(t)
+	a := newAgent(t, p, "traced", true)
+	if _, err := admin(p).UploadDir(context.Background(), a.AgentID, chatAgentDir(t)); err != nil {
+		t.Fatal(err)
+	}
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	var rd struct{ DeployID string }
+	if status := p.call(t, "POST", "/api/deployments/redeploy", map[string]any{"agentId": a.AgentID, "environment": "production"},
+		map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"}, &rd); status != 200 && status != 202 {
+		t.Fatalf("redeploy: %d", status)
+	}
+	p.waitServing(t, rd.DeployID)
+	want := []string{"POST /api/deployments/redeploy", "build", "build validate", "build pack"}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		done := true
+		for _, name := range want {
+			if spans[name] != traceID {
+				done = false
+			}
+		}
+		got := fmt.Sprint(spans)
+		mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spans of trace %s: want %v; received %s", traceID, want, got)
+		}
 	}
 }
