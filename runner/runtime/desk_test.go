@@ -146,7 +146,7 @@ func TestSupportDeskActsWithAModelAPI(t *testing.T) {
 		Agent: ag, Models: openaiModels(model),
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 	})
-	fs := e.chat("", map[string]any{"message": "Is the VPN down? File a ticket for acme."})
+	fs := e.chat("", map[string]any{"message": "Is the VPN down? File a ticket for acme.", "metadata": map[string]string{"userId": "meta-user-42", "screen": "meta-screen-7"}})
 	res := ofType(fs, "tool_call_result")
 	if len(res) != 2 || res[0].Data["status"] != "success" || res[1].Data["status"] != "success" {
 		t.Fatalf("results %v; frames %v", res, fs)
@@ -161,6 +161,12 @@ func TestSupportDeskActsWithAModelAPI(t *testing.T) {
 	reqs := model.Requests()
 	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "VPN down") || !strings.Contains(string(reqs[1].Body), "acme-2") {
 		t.Errorf("the model's second request lacks the tool results")
+	}
+	// Metadata never reaches the model (spec 2.6).
+	for _, r := range reqs {
+		if strings.Contains(string(r.Body), "meta-user-42") || strings.Contains(string(r.Body), "meta-screen-7") {
+			t.Errorf("a model request holds the chat's metadata: %s", r.Body)
+		}
 	}
 }
 
