@@ -124,9 +124,7 @@ func (a *API) observe(c *gin.Context) {
 	if p, ok := PrincipalFrom(c); ok {
 		attrs = append(attrs, slog.String("token_id", p.TokenID))
 	}
-	if span != nil && span.SpanContext().IsValid() {
-		attrs = append(attrs, slog.String("trace_id", span.SpanContext().TraceID().String()))
-	}
+
 	if code, ok := c.Get(errorCodeKey{}); ok {
 		attrs = append(attrs, slog.String("error_code", fmt.Sprint(code)))
 	}

@@ -68,10 +68,33 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 			format = "text"
 		}
 	}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(traceHandler{h})
+}
+
+// traceHandler adds the trace_id of the span in a record's context, when it is being traced, to
+// every log line written with a context (the *Context methods of slog).
+type traceHandler struct{ slog.Handler }
+
+// Handle implements slog.Handler.
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceHandler{h.Handler.WithAttrs(attrs)}
+}
+
+// WithGroup implements slog.Handler.
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.Handler.WithGroup(name)}
 }
 
 // openPlatform connects everything. embedded (svc up, svc dev) falls back to SQLite, the

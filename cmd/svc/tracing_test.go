@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -139,5 +141,20 @@ func TestPlatformTracesABuild(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("spans of trace %s: want %v; received %s", traceID, want, got)
 		}
+	}
+}
+
+// Log lines written with a traced context carry its trace_id.
+func TestLogsCarryTraceID(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(Config{LogLevel: "info", LogFormat: "json"}, &buf)
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	log.InfoContext(ctx, "traced")
+	log.With("k", "v").InfoContext(context.Background(), "untraced")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) || strings.Contains(lines[1], "trace_id") {
+		t.Errorf("log lines:\n%s", buf.String())
 	}
 }
