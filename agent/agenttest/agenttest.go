@@ -69,3 +69,20 @@ func Files(t testing.TB, name string) map[string]string {
 	}
 	return files
 }
+
+// Write writes files (slash paths to text) into a new temporary folder and returns it: an agent
+// tree of a test's own.
+func Write(tb testing.TB, files map[string]string) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/runner/models"
 	"svc/runner/runtime"
 	"svc/runner/tools"
@@ -36,20 +35,11 @@ func (r *refundTool) Call(context.Context, tools.Call) (tools.Result, error) {
 // TestChatAnswersInPlace drives `svc chat` through its stdin: the agent's question is answered
 // by an option's number, and approvals by y or n typed when the turn asks.
 func TestChatAnswersInPlace(t *testing.T) {
-	dir := t.TempDir()
-	for name, text := range map[string]string{
+	dir := agenttest.Write(t, map[string]string{
 		"svc.json":                  `{"name": "desk", "version": "1"}`,
 		"agents/default/AGENT.md":   "You are the desk.",
 		"agents/default/agent.json": `{"name": "default", "tools": ["ask_user"]}`,
-	} {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	ag, err := agent.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -83,20 +83,7 @@ func wantLines(t *testing.T, what, got string, want ...string) {
 }
 
 // writeTree writes files (slash paths to text) into a new folder and returns it.
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
+func writeTree(t *testing.T, files map[string]string) string { return agenttest.Write(t, files) }
 
 // agentFiles are the files of a small agent source folder; agentDir writes them with a .git
 // folder beside them, which an upload leaves out.

@@ -3,13 +3,12 @@ package runtime_test
 import (
 	"encoding/base64"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/runner/models"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
@@ -18,8 +17,7 @@ import (
 // An inline handler of svc/tools runs as a tool of the turn: its result, its logs as tool_log,
 // a throw as an error naming the handler.ts line, and requiresConfirmation through approvals.
 func TestHandlerTools(t *testing.T) {
-	dir := t.TempDir()
-	for name, text := range map[string]string{
+	dir := agenttest.Write(t, map[string]string{
 		"svc.json":                    `{"name": "calc", "version": "1"}`,
 		"svc/tools/add/tool.json":     `{"name": "add", "description": "Adds.", "parameters": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}}`,
 		"svc/tools/add/handler.ts":    "export default async function (p: {a: number, b: number}, ctx: any) {\n  console.log(`adding ${p.a} and ${p.b}`);\n  if (p.a < 0) {\n    throw new Error(\"a must not be negative\");\n  }\n  return { sum: p.a + p.b };\n}\n",
@@ -37,15 +35,7 @@ func TestHandlerTools(t *testing.T) {
 		"svc/tools/files/handler.ts":  "export default function (p: any, ctx: any) {\n  return ctx.attachments.map((a: any) => `${a.filename}|${a.mimeType}|${a.delivery}|${a.size}|${a.text}`);\n}\n",
 		"svc/tools/deep3/tool.json":   `{"name": "deep3", "parameters": {"type": "object"}}`,
 		"svc/tools/deep3/handler.ts":  "export default function () { return \"bottom\"; }\n",
-	} {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	ag, err := agent.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)

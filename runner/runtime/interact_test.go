@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/runner/models"
 	"svc/runner/runtime"
 	"svc/runner/tools"
@@ -20,24 +19,14 @@ import (
 // (load_knowledge), and returns a runtime of it on the echo model.
 func desk(t *testing.T, extra ...tools.Tool) *env {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
+	dir := agenttest.Write(t, map[string]string{
 		"svc.json":                  `{"name": "desk", "version": "1"}`,
 		"agents/default/AGENT.md":   "You are the front desk.",
 		"agents/default/agent.json": `{"name": "default", "tools": ["ask_user", "load_knowledge"]}`,
 		"agents/billing/AGENT.md":   "You are billing.",
 		"agents/billing/agent.json": `{"name": "billing", "tools": ["load_knowledge"]}`,
 		"knowledge/plans.md":        "# Plans\n\nPro and Team.",
-	}
-	for name, text := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	ag, err := agent.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)

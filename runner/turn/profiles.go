@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -98,7 +99,7 @@ func (ps *Profiles) Resolve(agentName, skill string) (string, *Profile, error) {
 			agentName = "default"
 		}
 	} else if ag.Agents[agentName] == nil {
-		return "", nil, invalid("agent", "unknown agent %q (agents: %s)", agentName, strings.Join(sortedKeys(ag.Agents), ", "))
+		return "", nil, invalid("agent", "unknown agent %q (agents: %s)", agentName, strings.Join(slices.Sorted(maps.Keys(ag.Agents)), ", "))
 	}
 	if skill != "" {
 		if ag.Skills[skill] == nil {
@@ -125,13 +126,4 @@ func (ps *Profiles) ForSession(s *sessions.Session) *Profile {
 		return ps.m[profileKey{name, ""}]
 	}
 	return p
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
