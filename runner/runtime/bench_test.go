@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	goruntime "runtime"
 	"strings"
 	"testing"
@@ -29,13 +30,19 @@ func BenchmarkChatStream(b *testing.B) { benchChatStream(b, nil) }
 
 // BenchmarkChatStreamTraced is BenchmarkChatStream with every turn traced and exported over
 // OTLP/HTTP, batched, to a receiver on loopback that takes the spans and answers at once.
+// With BENCH_OTLP_URL set (such as http://127.0.0.1:4318), the spans go to that receiver instead,
+// which may run in another process, so that its cost is not counted.
 func BenchmarkChatStreamTraced(b *testing.B) {
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-protobuf")
-	}))
-	defer recv.Close()
-	exp, err := otlptracehttp.New(b.Context(), otlptracehttp.WithEndpointURL(recv.URL+"/v1/traces"))
+	url := os.Getenv("BENCH_OTLP_URL")
+	if url == "" {
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/x-protobuf")
+		}))
+		defer recv.Close()
+		url = recv.URL
+	}
+	exp, err := otlptracehttp.New(b.Context(), otlptracehttp.WithEndpointURL(url+"/v1/traces"))
 	if err != nil {
 		b.Fatal(err)
 	}
