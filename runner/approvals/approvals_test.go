@@ -58,3 +58,25 @@ func TestStores(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { run(t, &approvals.Memory{}) })
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) { run(t, approvals.NewDB(db)) })
 }
+
+// An answer that comes before the turn starts waiting is found at once, not at the next poll.
+func TestDecidedBeforeWait(t *testing.T) {
+	h, err := approvals.NewHub(context.Background(), approvals.HubConfig{Store: &approvals.Memory{}, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	a, err := h.Request(context.Background(), approvals.Approval{ID: "apr_x", SessionID: "s", ToolName: "t", ToolID: "c"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Decide(context.Background(), "", "s", "apr_x", approvals.Approved); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := h.Wait(ctx, a)
+	if err != nil || got.Status != approvals.Approved {
+		t.Fatalf("Wait = %+v, %v; want approved at once", got, err)
+	}
+}

@@ -166,6 +166,13 @@ func (h *Hub) Wait(ctx context.Context, a Approval) (Approval, error) {
 	defer poll.Stop()
 	expire := time.NewTimer(a.ExpiresAt.Sub(h.cfg.Now()))
 	defer expire.Stop()
+	if woken == nil {
+		// Decided before Wait began (the answer came at once, and wake took the channel):
+		// read the decision now rather than at the next poll.
+		if got, err := h.cfg.Store.Get(ctx, a.ID); err == nil && got.Status != Pending {
+			return got, nil
+		}
+	}
 	for {
 		select {
 		case <-woken:
