@@ -109,6 +109,7 @@ func TestRouteTokenKindTable(t *testing.T) {
 				call: json("PUT", a+"/settings", map[string]any{"autoPromoteProduction": false})},
 			{method: "POST", path: "/api/agents/:id/commit-statuses", need: auth.Operator, agent: true, ok: 201,
 				call: json("POST", a+"/commit-statuses", map[string]any{"commit": sha, "context": "svc/evals", "state": "success"})},
+			{method: "GET", path: "/api/agents/:id/sessions", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/sessions", nil)},
 			{method: "GET", path: "/api/agents/:id/feedback", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/feedback", nil)},
 			{method: "POST", path: "/api/agents/:id/tokens", need: auth.Operator, agent: true, ok: 201,
 				call: json("POST", a+"/tokens", map[string]any{"ttl": 600})},

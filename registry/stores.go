@@ -21,6 +21,7 @@ type Stores struct {
 	Deployments    *Deployments
 	BuildLogs      *BuildLogs
 	Feedback       *FeedbackStore
+	Sessions       *Sessions
 
 	db *gorm.DB
 }
@@ -32,7 +33,7 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		Agents: NewAgents(db), Sources: NewSources(db, cipher, normalize), Settings: NewSettings(db),
 		Secrets: NewSecrets(db, cipher), SourceVersions: NewSourceVersions(db, objects), Pushes: NewPushes(db),
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
-		Feedback: NewFeedback(db),
+		Feedback: NewFeedback(db), Sessions: NewSessions(db),
 		db:       db,
 	}
 }

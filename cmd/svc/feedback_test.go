@@ -31,7 +31,8 @@ func agentPost(t *testing.T, p *benchPlatform, label, path, token string, body a
 }
 
 // TestFeedback: a rating given on an agent's runtime is kept with the session's metadata and
-// listed on the platform API, filtered by the metadata keys userId and screen.
+// listed on the platform API, filtered by the metadata keys userId and screen, as the agent's
+// sessions are.
 func TestFeedback(t *testing.T) {
 	p := startPlatform(t)
 	a := newAgent(t, p, "rated", true)
@@ -88,6 +89,17 @@ func TestFeedback(t *testing.T) {
 	}
 	if none := list("?userId=u1&screen=cart"); len(none) != 0 {
 		t.Errorf("userId=u1&screen=cart: %v", none)
+	}
+	// The platform lists the sessions by the same metadata keys.
+	var sessions struct {
+		Sessions []map[string]any
+	}
+	if status := p.call(t, "GET", "/api/agents/"+a.AgentID+"/sessions?userId=u2", nil, nil, &sessions); status != 200 ||
+		len(sessions.Sessions) != 1 || sessions.Sessions[0]["sessionId"] != s2 || sessions.Sessions[0]["metadata"].(map[string]any)["screen"] != "cart" {
+		t.Errorf("sessions of u2: %d %v", status, sessions.Sessions)
+	}
+	if status := p.call(t, "GET", "/api/agents/"+a.AgentID+"/sessions", nil, nil, &sessions); status != 200 || len(sessions.Sessions) != 2 {
+		t.Errorf("all sessions: %d %v", status, sessions.Sessions)
 	}
 	if status := p.call(t, "GET", "/api/agents/"+a.AgentID+"/feedback?limit=501", nil, nil, nil); status != 400 {
 		t.Errorf("limit=501: %d", status)
