@@ -77,6 +77,9 @@ func judgePrompt(query string, t *turn, assertions []string) string {
 	if len(t.Skills) > 0 {
 		fmt.Fprintf(&b, "\n## Skills loaded\n%s\n", strings.Join(t.Skills, ", "))
 	}
+	if len(t.Errors) > 0 {
+		fmt.Fprintf(&b, "\n## Errors\n%s\n", clip(strings.Join(t.Errors, "\n")))
+	}
 	if t.DoneReason != "" {
 		fmt.Fprintf(&b, "\n## Turn ended with\n%s\n", t.DoneReason)
 	}
