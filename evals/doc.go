@@ -19,26 +19,22 @@
 // case-insensitively without a final period, is one of these (X is a name, bare or in `back
 // quotes` or quotes):
 //
-//	Phrase                                       Holds when the turn has
-//	-------------------------------------------  ---------------------------------------------------------------
-//	load|activate|use [the] X skill              a skill_activated frame for X, or a load_skill call with name X
-//	load|activate [the] skill X                  (same)
-//	load|read|consult|use [the] X knowledge      a load_knowledge call with name X
-//	  [document|doc]
-//	load|read|consult [the] knowledge            (same)
-//	  [document|doc] X
-//	call|use|invoke [the] X tool|connection|store  a call of tool X, of a store tool store__X__<action>,
-//	call|invoke [the] tool|connection X            or of the request tool with "connection": X
-//	call|invoke X
-//	use `X` (quoted), use X (X has an "_")
-//	read|fetch|query|look up|check [from] [the] X  a request call with "connection": X, or store__X__get,
-//	  [store|connection|api]                       store__X__query or store__X__history
-//	write|save|record to|in|into [the] X         store__X__set or store__X__delete, or a request call with
-//	  [store|connection|api]                       "connection": X and a method other than GET or HEAD
-//	write|update [the] X store                   (same)
-//	end|finish|stop with [the] [reason] X        a done frame with reason X ("max turns" reads as max_turns)
-//	  [reason]
+//	| Phrase (after the prefix)                                       | Holds when the turn has                                                                                    |
+//	|-----------------------------------------------------------------|------------------------------------------------------------------------------------------------------------|
+//	| load, activate or use [the] X skill                             | a skill_activated frame for X, or a load_skill call with name X                                            |
+//	| load or activate [the] skill X                                  | (same)                                                                                                     |
+//	| load, read, consult or use [the] X knowledge [document]         | a load_knowledge call with name X                                                                          |
+//	| load, read or consult [the] knowledge [document] X              | (same)                                                                                                     |
+//	| call, use or invoke [the] X tool (or connection, store)         | a call of tool X, of a store tool store__X__<action>, or of the request tool with connection X             |
+//	| call or invoke [the] tool (or connection) X                     | (same)                                                                                                     |
+//	| call or invoke X                                                | (same)                                                                                                     |
+//	| use `X` (quoted), or use X when X holds an underscore           | (same)                                                                                                     |
+//	| read, fetch or query [from] [the] X [store, connection]         | a request call with connection X, or store__X__get, store__X__query or store__X__history                   |
+//	| write, save or record to (in, into) [the] X [store, connection] | store__X__set or store__X__delete, or a request call with connection X and a method other than GET or HEAD |
+//	| write or update [the] X store                                   | (same)                                                                                                     |
+//	| end, finish or stop with [the] [reason] X [reason]              | a done frame with reason X ("max turns" reads as max_turns)                                                |
 //
+// "[...]" is optional; "doc" may stand for "document" and "api" for "connection" at the end.
 // A call counts whatever its result. Store names match with hyphens read as underscores, as in
 // the store tools' names. Any other assertion goes to the judge.
 //

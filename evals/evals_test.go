@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -289,5 +290,20 @@ func TestRunStopsWhenCancelled(t *testing.T) {
 	}
 	if len(res.Evals) != 0 {
 		t.Errorf("evals %+v, want none finished", res.Evals)
+	}
+}
+
+func TestRunMeasuresWithNow(t *testing.T) {
+	var ticks int64
+	now := func() time.Time { ticks++; return time.Unix(ticks, 0) } // Run calls Now from one goroutine
+	chat := &fakeChat{scripts: map[string][][]sse.Frame{annualQuery: {annualPass(), annualPass()}}}
+	res, err := evals.Run(t.Context(), evals.Params{Evals: fixtureEvals(t)[1:], Chat: chat.chat, Runs: 2, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := res.Evals[0]
+	// Clock reads: eval start 1, run 1 start 2 end 3, run 2 start 4 end 5, eval end 6.
+	if e.Duration != 5*time.Second || e.Runs[0].Duration != time.Second || e.Runs[1].Duration != time.Second {
+		t.Errorf("durations: eval %v, runs %v %v; want 5s, 1s, 1s", e.Duration, e.Runs[0].Duration, e.Runs[1].Duration)
 	}
 }

@@ -17,8 +17,8 @@ const (
 	toolRequest       = "request"
 )
 
-// name is the pattern of a tool, store, connection, skill or document name, bare or in quotes.
-const name = "[`\"']?([a-z0-9][a-z0-9_.:/-]*)[`\"']?"
+// namePattern is the pattern of a tool, store, connection, skill or document name, bare or in quotes.
+const namePattern = "[`\"']?([a-z0-9][a-z0-9_.:/-]*)[`\"']?"
 
 // rule is one recognised assertion phrase. re matches the assertion's text lower-cased, after
 // its "should"/"should not" prefix and a final period; its first group is the name. check
@@ -31,18 +31,18 @@ type rule struct {
 // rules are tried in order; the first whose pattern matches judges the assertion. Skill and
 // knowledge phrases come before the general "use"/"read" ones.
 var rules = []rule{
-	{regexp.MustCompile(`^(?:load|activate|use) (?:the )?` + name + ` skill$`), loadsSkill},
-	{regexp.MustCompile(`^(?:load|activate) (?:the )?skill ` + name + `$`), loadsSkill},
-	{regexp.MustCompile(`^(?:load|read|consult|use) (?:the )?` + name + ` knowledge(?: document| doc)?$`), loadsKnowledge},
-	{regexp.MustCompile(`^(?:load|read|consult) (?:the )?knowledge(?: document| doc)? ` + name + `$`), loadsKnowledge},
-	{regexp.MustCompile(`^(?:call|use|invoke) (?:the )?` + name + ` (?:tool|connection|store)$`), callsTool},
-	{regexp.MustCompile(`^(?:call|invoke) (?:the )?(?:tool|connection) ` + name + `$`), callsTool},
-	{regexp.MustCompile(`^(?:call|invoke) ` + name + `$`), callsTool},
+	{regexp.MustCompile(`^(?:load|activate|use) (?:the )?` + namePattern + ` skill$`), loadsSkill},
+	{regexp.MustCompile(`^(?:load|activate) (?:the )?skill ` + namePattern + `$`), loadsSkill},
+	{regexp.MustCompile(`^(?:load|read|consult|use) (?:the )?` + namePattern + ` knowledge(?: document| doc)?$`), loadsKnowledge},
+	{regexp.MustCompile(`^(?:load|read|consult) (?:the )?knowledge(?: document| doc)? ` + namePattern + `$`), loadsKnowledge},
+	{regexp.MustCompile(`^(?:call|use|invoke) (?:the )?` + namePattern + ` (?:tool|connection|store)$`), callsTool},
+	{regexp.MustCompile(`^(?:call|invoke) (?:the )?(?:tool|connection) ` + namePattern + `$`), callsTool},
+	{regexp.MustCompile(`^(?:call|invoke) ` + namePattern + `$`), callsTool},
 	{regexp.MustCompile("^use (?:the )?[`\"']([a-z0-9][a-z0-9_.:/-]*)[`\"']$"), callsTool},
 	{regexp.MustCompile(`^use ([a-z0-9][a-z0-9.:/-]*_[a-z0-9_.:/-]*)$`), callsTool},
-	{regexp.MustCompile(`^(?:read|fetch|query|look up|check) (?:from )?(?:the )?` + name + `(?: store| connection| api)?$`), readsFrom},
-	{regexp.MustCompile(`^(?:write|save|record) (?:to|in|into) (?:the )?` + name + `(?: store| connection| api)?$`), writesTo},
-	{regexp.MustCompile(`^(?:write|update) (?:the )?` + name + ` store$`), writesTo},
+	{regexp.MustCompile(`^(?:read|fetch|query) (?:from )?(?:the )?` + namePattern + `(?: store| connection| api)?$`), readsFrom},
+	{regexp.MustCompile(`^(?:write|save|record) (?:to|in|into) (?:the )?` + namePattern + `(?: store| connection| api)?$`), writesTo},
+	{regexp.MustCompile(`^(?:write|update) (?:the )?` + namePattern + ` store$`), writesTo},
 	{regexp.MustCompile(`^(?:end|finish|stop) with (?:the )?(?:reason )?` + `[` + "`" + `"']?([a-z_ ]+?)[` + "`" + `"']?(?: reason)?$`), endsWith},
 }
 

@@ -106,6 +106,7 @@ func TestRulesLeaveTheRestToTheJudge(t *testing.T) {
 		"Should use empathy",
 		"Should call the customer by name",
 		"Should read the policy carefully",
+		"Should check availability",
 		"The answer is short",
 		"Should",
 	} {
