@@ -33,6 +33,7 @@ var dependsOn = map[string][]string{
 	"migrations": {},
 	"errcode":    {},
 	"client":     {},
+	"evals":      {"agent"},
 }
 
 // beyondDesign lists, with the reason, each import the code has that the column does not show.
@@ -47,6 +48,9 @@ var beyondDesign = map[string]map[string]string{
 	},
 	"deploy": {
 		"builder": "a redeploy resolves the branch head (builder.BranchHead) and a push's branch filter reads the pushed svc.json (builder.FetchCommit), with the agent's git credentials (builder.Credentials)",
+	},
+	"evals": {
+		"runner": "the judge is a runner/models.Provider and a transcript is the runtime's runner/sse frames",
 	},
 	"registry": {
 		"auth":       "record ids come from auth.NewID",
