@@ -238,11 +238,53 @@ func (c *callCtx) callSubagent(fc goja.FunctionCall) goja.Value {
 		c.throw(what, fmt.Sprintf("would nest deeper than the limit of %d (SVC_COMPOSITE_MAX_DEPTH)", c.t.opts.MaxDepth))
 	}
 	ctx := context.WithValue(c.ctx, depthKey{}, depthOf(c.ctx)+1)
-	text, err := c.t.opts.Subagent(ctx, name, task.String(), input, c.call)
+	files, err := c.subagentFiles(fc.Argument(3))
+	if err != nil {
+		c.throw(what, err.Error())
+	}
+	text, err := c.t.opts.Subagent(ctx, name, task.String(), input, files, c.call)
 	if err != nil {
 		c.throw(what, "failed: "+err.Error())
 	}
 	return c.vm.ToValue(text)
+}
+
+// subagentFiles reads opts.attachments of ctx.callSubagent: files of the turn (ctx.attachments),
+// named by filename or given as the objects ctx.attachments holds.
+func (c *callCtx) subagentFiles(opts goja.Value) ([]tools.Attachment, error) {
+	if goja.IsUndefined(opts) || goja.IsNull(opts) {
+		return nil, nil
+	}
+	o, ok := opts.(*goja.Object)
+	if !ok {
+		return nil, errors.New("opts must be an object such as {attachments: [\"report.pdf\"]}")
+	}
+	list := o.Get("attachments")
+	if list == nil || goja.IsUndefined(list) || goja.IsNull(list) {
+		return nil, nil
+	}
+	items, ok := list.Export().([]any)
+	if !ok {
+		return nil, errors.New("opts.attachments must be a list of filenames or of ctx.attachments items")
+	}
+	var out []tools.Attachment
+	for i, it := range items {
+		name, _ := it.(string)
+		if m, ok := it.(map[string]any); ok {
+			name, _ = m["filename"].(string)
+		}
+		found := false
+		for _, f := range c.call.Session.Attachments {
+			if f.Filename == name {
+				out, found = append(out, f), true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("opts.attachments[%d]: no file %q among this turn's attachments", i, name)
+		}
+	}
+	return out, nil
 }
 
 // throw throws an error about what into the handler: "what why".

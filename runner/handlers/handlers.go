@@ -54,10 +54,10 @@ type Options struct {
 	// Children resolves the tools ctx.callTool may call (those of the tool's uses.tools); nil
 	// makes ctx.callTool throw.
 	Children func(name string) (tools.Tool, error)
-	// Subagent runs the named agent's loop on task (with input, as JSON, when not nil) for the
-	// call and returns its answer; an error is a hard failure, thrown in the handler. nil makes
-	// ctx.callSubagent throw.
-	Subagent func(ctx context.Context, name, task string, input json.RawMessage, call tools.Call) (string, error)
+	// Subagent runs the named agent's loop on task (with input, as JSON, when not nil, and the
+	// files, which go on the specialist's message) for the call and returns its answer; an
+	// error is a hard failure, thrown in the handler. nil makes ctx.callSubagent throw.
+	Subagent func(ctx context.Context, name, task string, input json.RawMessage, files []tools.Attachment, call tools.Call) (string, error)
 	// MaxDepth bounds how deeply handlers call handlers through ctx.callTool. Default
 	// DefaultMaxDepth.
 	MaxDepth int

@@ -57,7 +57,7 @@ func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tool
 // subagent runs the named agent's loop on task for a handler's ctx.callSubagent: its own
 // instructions and tools, the agent's model, no summary call; its activity streams as
 // subagent_event frames of the handler's call. A run that ends in error is a hard failure.
-func (rt *Runtime) subagent(ctx context.Context, name, task string, input json.RawMessage, call tools.Call) (string, error) {
+func (rt *Runtime) subagent(ctx context.Context, name, task string, input json.RawMessage, files []tools.Attachment, call tools.Call) (string, error) {
 	_, prof, err := rt.profiles.Resolve(name, "")
 	if err != nil || prof == nil {
 		return "", fmt.Errorf("no agent %s", name)
@@ -74,7 +74,7 @@ func (rt *Runtime) subagent(ctx context.Context, name, task string, input json.R
 	res := loop.Run(ctx, loop.Params{
 		Provider: provider, ProviderName: ref.Provider, Model: ref.Model, Effort: ref.Effort,
 		ContextWindow: rt.opts.ContextWindow, System: prof.System(call.Session.Context),
-		Input: []models.Message{{Role: models.RoleUser, Content: text}}, Tools: prof.Tools.Set,
+		Input: []models.Message{{Role: models.RoleUser, Content: text, Parts: fileParts(files)}}, Tools: prof.Tools.Set,
 		MaxTurns: rt.opts.MaxTurns, Subagent: true, Session: call.Session, Logger: rt.log,
 		Sink: &subagentSink{host: call.Host, parent: call.ID, agent: name},
 	})
@@ -126,4 +126,13 @@ func (s *subagentSink) Emit(f *sse.Frame) error {
 		return nil
 	}
 	return s.host.Emit(&ev)
+}
+
+// fileParts are a subagent's files as parts of its user message.
+func fileParts(files []tools.Attachment) []models.Part {
+	var parts []models.Part
+	for _, f := range files {
+		parts = append(parts, models.Part{MimeType: f.MimeType, Data: f.Data, Filename: f.Filename})
+	}
+	return parts
 }

@@ -118,3 +118,38 @@ func TestHandlerTools(t *testing.T) {
 		t.Errorf("ctx.attachments: %v", res)
 	}
 }
+
+// ctx.callSubagent's opts.attachments puts the turn's files on the specialist's message.
+func TestSubagentAttachments(t *testing.T) {
+	dir := agenttest.Write(t, map[string]string{
+		"svc.json":                  `{"name": "sub", "version": "1"}`,
+		"agents/default/AGENT.md":   "You are the desk.",
+		"agents/default/agent.json": `{"name": "default", "tools": ["ask"]}`,
+		"agents/reader/AGENT.md":    "You read files.",
+		"svc/tools/ask/tool.json":   `{"name": "ask", "parameters": {"type": "object"}, "uses": {"subagents": ["reader"]}}`,
+		"svc/tools/ask/handler.ts":  "export default async function (p: any, ctx: any) {\n  return await ctx.callSubagent(\"reader\", \"Summarise the file.\", undefined, { attachments: [p.file] });\n}\n",
+	})
+	ag, err := agent.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := modelstest.NewOpenAIServer(t,
+		modelstest.Turn{ToolCalls: []modelstest.ToolCall{{ID: "a1", Name: "ask", Arguments: `{"file": "notes.txt"}`}}},
+		modelstest.Turn{Text: []string{"It says hello."}},
+		modelstest.Turn{Text: []string{"done"}})
+	e := start(t, runtime.Options{Agent: ag, Models: openaiModels(model), DefaultModel: agent.ModelRef{Provider: "openai", Model: "m"}})
+	fs := e.chat("", map[string]any{"message": "read my notes", "attachments": []any{
+		map[string]any{"mimeType": "text/plain", "data": base64.StdEncoding.EncodeToString([]byte("hello from the notes")), "filename": "notes.txt", "delivery": "context"},
+	}})
+	res := ofType(fs, "tool_call_result")
+	if len(res) != 1 || res[0].Data["status"] != "success" || res[0].Data["content"] != "It says hello." {
+		t.Fatalf("ask: %v", res)
+	}
+	reqs := model.Requests()
+	if len(reqs) < 2 || !strings.Contains(string(reqs[1].Body), "hello from the notes") {
+		t.Errorf("the specialist's request lacks the file: %d requests", len(reqs))
+	}
+	if strings.Contains(string(reqs[0].Body), "hello from the notes") {
+		t.Errorf("a context file reached the top-level model")
+	}
+}
