@@ -53,7 +53,7 @@ func roleCommand(name, short string, run roleFunc) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return run(cmd.Context(), cmd, cfg, newLogger(cfg, os.Stderr))
+		return run(cmd.Context(), cmd, cfg, newLogger(cfg, cmd.ErrOrStderr()))
 	}
 	return cmd
 }
