@@ -304,3 +304,34 @@ func (rt *Runtime) requireScope(c *caller, requested string) error {
 	}
 	return invalid("scope_id", "is required: svc.json sets scope.requireScope")
 }
+
+// MethodInternal is the svc.auth.method of a turn the platform runs itself (RunTurn).
+const MethodInternal = "internal"
+
+// collectSink keeps a copy of every frame of a turn.
+type collectSink struct{ frames []sse.Frame }
+
+// Emit implements loop.Sink.
+func (s *collectSink) Emit(f *sse.Frame) error {
+	s.frames = append(s.frames, *f) // the loop reuses its delta frame: keep a copy
+	return nil
+}
+
+// RunTurn runs message as the first turn of a new session, in this process, as a trusted
+// caller of the platform itself (its evals): the session is stored as any other and readable
+// through the history routes. It returns the session id and every frame of the turn; an error
+// is a turn that could not start (an invalid request, a store that fails).
+func (rt *Runtime) RunTurn(ctx context.Context, message string, chatContext, metadata map[string]string, maxSessionTokens int) (string, []sse.Frame, error) {
+	req := &chatRequest{Message: &message, Context: chatContext, Metadata: metadata}
+	if maxSessionTokens > 0 {
+		n := int64(maxSessionTokens)
+		req.MaxSessionTokens = &n
+	}
+	t, err := rt.beginTurn(ctx, &caller{method: MethodInternal}, req)
+	if err != nil {
+		return "", nil, err
+	}
+	sink := &collectSink{}
+	t.Run(ctx, sink)
+	return t.SessionID(), sink.frames, nil
+}

@@ -469,3 +469,26 @@ func TestHistoryByMetadata(t *testing.T) {
 		}
 	}
 }
+
+// RunTurn runs a turn in process and returns its frames; the session is stored like any other.
+func TestRunTurn(t *testing.T) {
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk")})
+	id, frames, err := e.rt.RunTurn(context.Background(), `/tool store__tickets__get {"key": "x"}`, map[string]string{"plan": "pro"}, map[string]string{"source": "eval"}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, f := range frames {
+		types = append(types, string(f.Type))
+	}
+	if len(frames) == 0 || frames[0].Type != "init" || frames[len(frames)-1].Type != "done" || !slices.Contains(types, "tool_call_result") {
+		t.Fatalf("frames %v", types)
+	}
+	h := e.do("GET", "/sessions/history/"+id, "", nil)
+	if h.Status != 200 || h.JSON["metadata"].(map[string]any)["source"] != "eval" {
+		t.Errorf("history of %s: %d %s", id, h.Status, h.Body)
+	}
+	if _, _, err := e.rt.RunTurn(context.Background(), "", nil, nil, 0); err == nil {
+		t.Error("an empty message ran")
+	}
+}
