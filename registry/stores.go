@@ -22,6 +22,7 @@ type Stores struct {
 	BuildLogs      *BuildLogs
 	Feedback       *FeedbackStore
 	Sessions       *Sessions
+	EvalRuns       *EvalRuns
 
 	db *gorm.DB
 }
@@ -33,7 +34,7 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		Agents: NewAgents(db), Sources: NewSources(db, cipher, normalize), Settings: NewSettings(db),
 		Secrets: NewSecrets(db, cipher), SourceVersions: NewSourceVersions(db, objects), Pushes: NewPushes(db),
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
-		Feedback: NewFeedback(db), Sessions: NewSessions(db),
+		Feedback: NewFeedback(db), Sessions: NewSessions(db), EvalRuns: NewEvalRuns(db),
 		db: db,
 	}
 }
