@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,9 @@ type Deps struct {
 	// Tracer, when set, records a span per request, joining the caller's W3C trace context;
 	// what a request starts (a build) joins its trace. nil records nothing.
 	Tracer trace.Tracer
+	// Evals queues a run of a ready deployment's evals (POST /api/deployments/{id}/evals); nil
+	// answers 503.
+	Evals func(ctx context.Context, d registry.Deployment) (registry.EvalRun, error)
 	// Deployer decides and starts the builds of pushes and redeploys. Required.
 	Deployer *deploy.Deployer
 	// Runtimes, when set, lets the process that holds a runtime drop it when it is stopped.

@@ -127,6 +127,10 @@ func (a *API) deploymentRoutes() []Route {
 			Response: deploymentResponse{}, Errors: []errcode.Code{errcode.BuildNotReady}, Handle: a.activate},
 		{Method: http.MethodGet, Path: "/api/deployments/:deployId/snapshot", Need: auth.Observer, Summary: "The resolved agent configuration of the deployment's bundle (secrets as env: names only)",
 			Response: map[string]any{}, Errors: []errcode.Code{errcode.BundleUnavailable}, Handle: a.snapshot},
+		{Method: http.MethodPost, Path: "/api/deployments/:deployId/evals", Need: auth.Operator, Summary: "Run the deployment's evals (queued; the svc/evals status of its commit goes pending)",
+			Status: http.StatusAccepted, Response: registry.EvalRun{}, Errors: []errcode.Code{errcode.BuildNotReady, errcode.Unavailable}, Handle: a.runEvals},
+		{Method: http.MethodGet, Path: "/api/deployments/:deployId/evals", Need: auth.Observer, Summary: "The latest run of the deployment's evals: state and each eval's runs and assertions",
+			Response: registry.EvalRun{}, Handle: a.latestEvals},
 		{Method: http.MethodPost, Path: "/api/deployments/:deployId/runtime/start", Need: auth.Operator, Summary: "Start the deployment's runtime",
 			Response: runtimeResponse{}, Handle: a.runtimeStart},
 		{Method: http.MethodPost, Path: "/api/deployments/:deployId/runtime/stop", Need: auth.Operator, Summary: "Stop the deployment's runtime; its URLs answer 503 RUNTIME_STOPPED",
@@ -432,4 +436,40 @@ func (a *API) servable(ctx context.Context, d registry.Deployment) error {
 	}
 	_, _, err := a.openBundle(ctx, d)
 	return err
+}
+
+// runEvals serves POST /api/deployments/{deployId}/evals: it queues a run of the ready
+// deployment's evals.
+func (a *API) runEvals(c *gin.Context) error {
+	d, _, err := a.deploymentOf(c)
+	if err != nil {
+		return err
+	}
+	if d.Status != registry.StatusReady {
+		return Errorf(errcode.BuildNotReady, "deployment %s is %s; evals run on a ready deployment", d.ID, d.Status)
+	}
+	if a.deps.Evals == nil {
+		return Errorf(errcode.Unavailable, "this process cannot run evals")
+	}
+	r, err := a.deps.Evals(c.Request.Context(), d)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusAccepted, r)
+}
+
+// latestEvals serves GET /api/deployments/{deployId}/evals.
+func (a *API) latestEvals(c *gin.Context) error {
+	d, _, err := a.deploymentOf(c)
+	if err != nil {
+		return err
+	}
+	r, err := a.deps.Stores.EvalRuns.Latest(c.Request.Context(), d.ID)
+	if errors.Is(err, registry.ErrNoEvalRun) {
+		return Errorf(errcode.NotFound, "deployment %s has no eval run yet", d.ID)
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, r)
 }

@@ -47,6 +47,8 @@ func deploymentRows(t *testing.T, h *harness, agentID string) []routeCase {
 		{method: "POST", path: "/api/deployments/rollback", need: auth.Operator, boundOther: 403, ok: 200,
 			call: post("/api/deployments/rollback", map[string]any{"agentId": agentID})},
 		{method: "GET", path: "/api/deployments/:deployId/snapshot", need: auth.Observer, boundOther: 404, ok: 200, call: get(d + "/snapshot")},
+		{method: "POST", path: "/api/deployments/:deployId/evals", need: auth.Operator, boundOther: 404, ok: 202, call: post(d+"/evals", nil)},
+		{method: "GET", path: "/api/deployments/:deployId/evals", need: auth.Observer, boundOther: 404, ok: 200, call: get(d + "/evals")},
 		{method: "POST", path: "/api/deployments/:deployId/runtime/stop", need: auth.Operator, boundOther: 404, ok: 200, call: post(d+"/runtime/stop", nil)},
 		{method: "POST", path: "/api/deployments/:deployId/runtime/start", need: auth.Operator, boundOther: 404, ok: 200, call: post(d+"/runtime/start", nil)},
 		{method: "GET", path: "/api/agents/:id/deployments", need: auth.Observer, agent: true, ok: 200, call: get(a + "/deployments?environment=production")},

@@ -120,6 +120,10 @@ func newHarness(t *testing.T, db *gorm.DB) *harness {
 	h.deployer, h.stores = newDeployer(t, db, h.objects, bytes.Repeat([]byte("s"), 32))
 	a, err := api.New(api.Deps{
 		Stores: h.stores, Objects: objects, Tokens: h.tokens, APIKeys: h.apiKeys, Signer: signer, Deployer: h.deployer,
+		// Evals are recorded, not run: this harness has no runner.
+		Evals: func(ctx context.Context, d registry.Deployment) (registry.EvalRun, error) {
+			return h.stores.EvalRuns.Create(ctx, d.AgentID, d.ID, d.CommitSHA)
+		},
 		AppsDomain: "apps.localhost:8080",
 		Logger:     slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics:    h.metrics,

@@ -54,6 +54,9 @@ type BuildConfig struct {
 	// Commits, when set, gives a build the commit its push's branch check fetched (a process
 	// that answers webhooks and builds, svc up); nil fetches every build's commit.
 	Commits *CommitCache
+	// OnReady, when set, is told of each deployment a build made ready (to queue its evals); a
+	// line it returns goes to the build log.
+	OnReady func(ctx context.Context, deployID string) string
 	// Metrics, when set, counts builds by outcome and times their steps.
 	Metrics *BuildMetrics
 	// Tracer, when set, records a span per build attempt with its steps, in the trace of the
@@ -187,6 +190,11 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 		return retryLater(b, log, err)
 	}
 	h.cfg.Metrics.done("succeeded", steps)
+	if h.cfg.OnReady != nil {
+		if line := h.cfg.OnReady(context.WithoutCancel(ctx), b.DeployID); line != "" {
+			log("evals", line)
+		}
+	}
 	return nil
 }
 

@@ -168,7 +168,7 @@ func (p *platform) envOf(agentID string) func(string) (string, bool) {
 func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commits *workers.CommitCache) (*api.API, error) {
 	return api.New(api.Deps{
 		Stores: p.stores, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer,
-		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, Tracer: p.tracer, Deployer: p.newDeployer(commits), Runtimes: runtimes,
+		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, Tracer: p.tracer, Evals: p.queueEvals, Deployer: p.newDeployer(commits), Runtimes: runtimes,
 	})
 }
 

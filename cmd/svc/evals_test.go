@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/client"
+)
+
+// TestEvalsAfterBuild: a git commit's build queues its evals; they run on the deployment (the
+// fixture's agent answers on the echo model, which also judges, so the judged assertions are
+// errors and the rule-judged ones decide); the run's result is readable, the commit's svc/evals
+// status ends with the run's state, and the build log says the evals were queued. POST runs them
+// again on demand.
+func TestEvalsAfterBuild(t *testing.T) {
+	t.Setenv("SUPPORT_DB_URL", filepath.Join(t.TempDir(), "stores.db"))
+	p := startPlatform(t)
+	a, _, _ := newGitAgent(t, p, "evald", "support-desk")
+	d := redeploy(t, p, client.RedeployRequest{AgentID: a.AgentID, Environment: "production"})
+	if d.Status != "ready" {
+		t.Fatalf("deployment %+v", d)
+	}
+	var run struct {
+		EvalRunID string
+		State     string
+		Commit    string
+		Result    struct {
+			State string
+			Evals []struct {
+				Name   string
+				Status string
+				Runs   []struct{ SessionID string }
+			}
+		}
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		status := p.call(t, "GET", "/api/deployments/"+d.DeployID+"/evals", nil, nil, &run)
+		if status == 200 && run.State != "queued" && run.State != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the evals did not finish: %d %+v", status, run)
+		}
+	}
+	if run.State != run.Result.State || len(run.Result.Evals) != 2 || run.Commit == "" {
+		t.Fatalf("eval run %+v", run)
+	}
+	for _, e := range run.Result.Evals {
+		if len(e.Runs) != 1 || e.Runs[0].SessionID == "" {
+			t.Errorf("eval %s: runs %+v", e.Name, e.Runs)
+		}
+	}
+	var logs strings.Builder
+	if err := admin(p).Logs(context.Background(), d.BuildID, &logs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "2 evals queued") {
+		t.Errorf("the build log does not say the evals were queued:\n%s", logs.String())
+	}
+	// The run's failure is the commit's svc/evals status: promoting that commit is refused.
+	if status := p.call(t, "POST", "/api/deployments/"+d.DeployID+"/activate", nil, nil, nil); status != 200 {
+		t.Fatalf("activate: %d", status)
+	}
+	var refused struct{ Error struct{ Code string } }
+	if status := p.call(t, "POST", "/api/deployments/promote", map[string]any{"agentId": a.AgentID, "fromEnvironment": "production", "toEnvironment": "staging"}, nil, &refused); status != 422 || refused.Error.Code != "EVAL_GATE_BLOCKED" {
+		t.Errorf("promote after failing evals: %d %+v", status, refused)
+	}
+	// On demand: a second run.
+	var again struct{ EvalRunID, State string }
+	if status := p.call(t, "POST", "/api/deployments/"+d.DeployID+"/evals", nil, nil, &again); status != 202 || again.EvalRunID == "" || again.EvalRunID == run.EvalRunID {
+		t.Errorf("POST evals: %d %+v", status, again)
+	}
+	b, _ := json.Marshal(run)
+	t.Logf("eval run: %s", b)
+}
