@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"svc/runner/runtime"
+
 	"github.com/spf13/pflag"
 )
 
@@ -44,6 +46,8 @@ type Config struct {
 	AllowMetadata      bool
 	CompositeMaxDepth  int
 	CompositeMaxCalls  int
+	EvalJudgeModel     string
+	EvalRuns           int
 }
 
 type setting struct {
@@ -113,6 +117,18 @@ func settings() []setting {
 			bind: bounded(1, 32, func(c *Config) *int { return &c.CompositeMaxDepth })},
 		{flag: "composite-max-calls", env: "SVC_COMPOSITE_MAX_CALLS", def: "100", help: "calls tools of svc/tools may make to tools in one turn, 1 to 10000",
 			bind: bounded(1, 10000, func(c *Config) *int { return &c.CompositeMaxCalls })},
+		{flag: "eval-judge-model", env: "SVC_EVAL_JUDGE_MODEL", def: "", help: "provider/model that judges eval assertions no rule recognises; empty: the agent's own model",
+			bind: func(c *Config, v string) error {
+				if v != "" {
+					if _, err := runtime.ParseModel(v); err != nil {
+						return err
+					}
+				}
+				c.EvalJudgeModel = v
+				return nil
+			}},
+		{flag: "eval-runs", env: "SVC_EVAL_RUNS", def: "1", help: "how many times each eval runs; it passes when every run passes (1 to 10)",
+			bind: bounded(1, 10, func(c *Config) *int { return &c.EvalRuns })},
 		{flag: "approval-timeout", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",
 			bind: func(c *Config, v string) error {
 				d, err := ParseApprovalTimeout(v)

@@ -73,12 +73,15 @@ func (p *platform) runEvals(ctx context.Context, d registry.Deployment) (string,
 	if !ok {
 		ref = p.defaultModel()
 	}
+	if p.cfg.EvalJudgeModel != "" {
+		ref, _ = runtime.ParseModel(p.cfg.EvalJudgeModel) // validated with the settings
+	}
 	judge, err := models(ref)
 	if err != nil {
 		return "", nil, fmt.Errorf("judge model %s/%s: %w", ref.Provider, ref.Model, err)
 	}
 	res, err := evals.Run(ctx, evals.Params{
-		Evals: list, Judge: judge, JudgeModel: ref.Model,
+		Evals: list, Judge: judge, JudgeModel: ref.Model, Runs: p.cfg.EvalRuns,
 		Chat: func(ctx context.Context, req evals.ChatRequest) (evals.Transcript, error) {
 			id, frames, err := rt.RunTurn(ctx, req.Message, req.Context, req.Metadata, req.MaxSessionTokens)
 			return evals.Transcript{SessionID: id, Frames: frames}, err
