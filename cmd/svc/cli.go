@@ -22,7 +22,7 @@ import (
 func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		deployCommand(), logsCommand(), statusCommand(), promoteCommand(),
-		rollbackCommand(), activateCommand(), tokenCommand(), chatCommand(),
+		rollbackCommand(), activateCommand(), tokenCommand(), chatCommand(), evalsCommand(),
 	}
 }
 

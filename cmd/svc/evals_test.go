@@ -69,10 +69,18 @@ func TestEvalsAfterBuild(t *testing.T) {
 	if status := p.call(t, "POST", "/api/deployments/promote", map[string]any{"agentId": a.AgentID, "fromEnvironment": "production", "toEnvironment": "staging"}, nil, &refused); status != 422 || refused.Error.Code != "EVAL_GATE_BLOCKED" {
 		t.Errorf("promote after failing evals: %d %+v", status, refused)
 	}
+	// svc evals show prints the run as a table.
+	res := runCLI(t, p, "", "evals", "show", d.DeployID)
+	if res.err != nil {
+		t.Fatalf("svc evals show: %v\n%s", res.err, res.stderr)
+	}
+	wantLines(t, "svc evals show", res.stdout, "Eval run "+run.EvalRunID+" of deployment "+d.DeployID+": failure",
+		"EVAL", "JUDGED BY", "no-monthly-refund", "refund-annual")
 	// On demand: a second run.
-	var again struct{ EvalRunID, State string }
-	if status := p.call(t, "POST", "/api/deployments/"+d.DeployID+"/evals", nil, nil, &again); status != 202 || again.EvalRunID == "" || again.EvalRunID == run.EvalRunID {
-		t.Errorf("POST evals: %d %+v", status, again)
+	// svc evals run runs them again, waits and fails with the run.
+	res = runCLI(t, p, "", "evals", "run", d.DeployID)
+	if !isExit(res.err) || !strings.Contains(res.stderr, "queued") || !strings.Contains(res.stdout, ": failure") || strings.Contains(res.stdout, run.EvalRunID) {
+		t.Errorf("svc evals run: %v\n%s%s", res.err, res.stdout, res.stderr)
 	}
 	b, _ := json.Marshal(run)
 	t.Logf("eval run: %s", b)
