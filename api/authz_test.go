@@ -107,6 +107,7 @@ func TestRouteTokenKindTable(t *testing.T) {
 			{method: "GET", path: "/api/agents/:id/settings", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/settings", nil)},
 			{method: "PUT", path: "/api/agents/:id/settings", need: auth.Operator, agent: true, ok: 200,
 				call: json("PUT", a+"/settings", map[string]any{"autoPromoteProduction": false})},
+			{method: "GET", path: "/api/agents/:id/commit-statuses", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/commit-statuses?commit="+sha, nil)},
 			{method: "POST", path: "/api/agents/:id/commit-statuses", need: auth.Operator, agent: true, ok: 201,
 				call: json("POST", a+"/commit-statuses", map[string]any{"commit": sha, "context": "svc/evals", "state": "success"})},
 			{method: "GET", path: "/api/agents/:id/sessions", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/sessions", nil)},

@@ -152,3 +152,14 @@ func (s *CommitStatuses) Latest(ctx context.Context, agentID, commit, statusCont
 	st.CreatedAt = st.CreatedAt.UTC()
 	return st, nil
 }
+
+// List returns a commit's statuses, newest first (at most 500).
+func (s *CommitStatuses) List(ctx context.Context, agentID, commit string) ([]CommitStatus, error) {
+	var out []CommitStatus
+	err := s.db.WithContext(ctx).Where("agent_id = ? AND commit_sha = ?", agentID, strings.ToLower(commit)).
+		Order("created_at DESC, id DESC").Limit(500).Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("list commit statuses: %w", err)
+	}
+	return out, nil
+}

@@ -69,6 +69,21 @@ func TestEvalsAfterBuild(t *testing.T) {
 	if status := p.call(t, "POST", "/api/deployments/promote", map[string]any{"agentId": a.AgentID, "fromEnvironment": "production", "toEnvironment": "staging"}, nil, &refused); status != 422 || refused.Error.Code != "EVAL_GATE_BLOCKED" {
 		t.Errorf("promote after failing evals: %d %+v", status, refused)
 	}
+	// The commit's statuses: pending when queued, then the run's state, the newest marked latest.
+	var statuses struct {
+		Statuses []struct {
+			Context, State string
+			Latest         bool
+		}
+	}
+	if status := p.call(t, "GET", "/api/agents/"+a.AgentID+"/commit-statuses?commit="+run.Commit, nil, nil, &statuses); status != 200 ||
+		len(statuses.Statuses) < 2 || statuses.Statuses[0].State != "failure" || !statuses.Statuses[0].Latest ||
+		statuses.Statuses[len(statuses.Statuses)-1].State != "pending" || statuses.Statuses[len(statuses.Statuses)-1].Latest {
+		t.Errorf("commit statuses: %d %+v", status, statuses.Statuses)
+	}
+	if status := p.call(t, "GET", "/api/agents/"+a.AgentID+"/commit-statuses?commit=nope", nil, nil, nil); status != 400 {
+		t.Errorf("a bad commit: %d", status)
+	}
 	// svc evals show prints the run as a table.
 	res := runCLI(t, p, "", "evals", "show", d.DeployID)
 	if res.err != nil {
