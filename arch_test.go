@@ -33,6 +33,7 @@ var dependsOn = map[string][]string{
 	"migrations": {},
 	"errcode":    {},
 	"client":     {},
+	"githost":    {},
 	"evals":      {"agent"},
 }
 

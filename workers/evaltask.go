@@ -34,7 +34,9 @@ type EvalHandler struct {
 	Deployments *registry.Deployments
 	Statuses    *registry.CommitStatuses
 	Run         EvalRunner
-	Logger      *slog.Logger
+	// Notify, when set, is told of each svc/evals status recorded (to post it to the git host).
+	Notify func(ctx context.Context, agentID, commit, state, description string)
+	Logger *slog.Logger
 }
 
 var _ FailureHandler = (*EvalHandler)(nil)
@@ -116,7 +118,12 @@ func (h *EvalHandler) finish(ctx context.Context, r registry.EvalRun, state stri
 	if len(desc) > registry.MaxStatusDescriptionLen {
 		desc = desc[:registry.MaxStatusDescriptionLen]
 	}
-	_, err := h.Statuses.Add(ctx, registry.CommitStatus{AgentID: r.AgentID, Commit: r.CommitSHA, Context: registry.EvalsContext,
-		State: registry.CommitState(state), Description: desc})
-	return err
+	if _, err := h.Statuses.Add(ctx, registry.CommitStatus{AgentID: r.AgentID, Commit: r.CommitSHA, Context: registry.EvalsContext,
+		State: registry.CommitState(state), Description: desc}); err != nil {
+		return err
+	}
+	if h.Notify != nil {
+		h.Notify(ctx, r.AgentID, r.CommitSHA, state, desc)
+	}
+	return nil
 }

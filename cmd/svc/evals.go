@@ -10,6 +10,7 @@ import (
 	"svc/agent"
 	"svc/bundle"
 	"svc/evals"
+	"svc/githost"
 	"svc/registry"
 	"svc/runner/runtime"
 	"svc/runner/sessions/dbstore"
@@ -100,9 +101,37 @@ func (p *platform) defaultModel() agent.ModelRef {
 	return m
 }
 
-// queueEvals queues a run of deployment d's evals (its commit's svc/evals status goes pending).
+// queueEvals queues a run of deployment d's evals (its commit's svc/evals status goes pending,
+// on the git host too).
 func (p *platform) queueEvals(ctx context.Context, d registry.Deployment) (registry.EvalRun, error) {
-	return workers.QueueEvals(ctx, p.queue, p.stores.EvalRuns, p.stores.CommitStatuses, d)
+	r, err := workers.QueueEvals(ctx, p.queue, p.stores.EvalRuns, p.stores.CommitStatuses, d)
+	if err == nil && d.CommitSHA != "" {
+		p.postStatus(ctx, d.AgentID, d.CommitSHA, string(registry.StatePending), "evals of deployment "+d.ID+" are queued")
+	}
+	return r, err
+}
+
+// postStatus posts an svc/evals status to the git host of the agent's source when the agent has
+// a host token (the agent secret GITHUB_TOKEN, GITEA_TOKEN or GITLAB_TOKEN). A failure is
+// retried, then logged: it never changes the gate, which reads the platform's own statuses.
+func (p *platform) postStatus(ctx context.Context, agentID, commit, state, description string) {
+	src, err := p.stores.Sources.Get(ctx, agentID)
+	if err != nil || src.Type != registry.SourceGit {
+		return
+	}
+	for _, name := range githost.TokenNames {
+		token, ok, err := p.stores.Secrets.Resolve(ctx, agentID, name)
+		if err != nil || !ok {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		st := githost.Status{Commit: commit, State: state, Context: registry.EvalsContext, Description: description}
+		if err := (githost.Poster{}).Post(pctx, githost.KindOf(name), src.URL, token, st); err != nil {
+			p.log.WarnContext(ctx, "post commit status to the git host", "agent_id", agentID, "commit", commit, "err", err)
+		}
+		return
+	}
 }
 
 // evalsAfterBuild queues the evals of a deployment a build made ready, when it is a git

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,6 +99,35 @@ func TestEvalsAfterBuild(t *testing.T) {
 	res = runCLI(t, p, "", "evals", "run", d.DeployID)
 	if !isExit(res.err) || !strings.Contains(res.stderr, "queued") || !strings.Contains(res.stdout, ": failure") || strings.Contains(res.stdout, run.EvalRunID) {
 		t.Errorf("svc evals run: %v\n%s%s", res.err, res.stdout, res.stderr)
+	}
+	// With a host token, the statuses go to the git host too: pending, then the run's state.
+	var mu sync.Mutex
+	var posted []string
+	gitea := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]string
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		posted = append(posted, r.URL.Path+" "+r.Header.Get("Authorization")+" "+body["state"]+" "+body["context"])
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer gitea.Close()
+	if status := p.call(t, "PUT", "/api/agents/"+a.AgentID+"/secrets/GITEA_TOKEN", map[string]string{"value": "gitea-tok"}, nil, nil); status != 204 {
+		t.Fatalf("secret: %d", status)
+	}
+	if status := p.call(t, "PUT", "/api/agents/"+a.AgentID+"/source", map[string]any{"type": "git", "url": gitea.URL + "/acme/desk.git"}, nil, nil); status != 200 {
+		t.Fatalf("source: %d", status)
+	}
+	if res := runCLI(t, p, "", "evals", "run", d.DeployID); !isExit(res.err) {
+		t.Fatalf("svc evals run: %v", res.err)
+	}
+	mu.Lock()
+	got := strings.Join(posted, "\n")
+	mu.Unlock()
+	want := "/api/v1/repos/acme/desk/statuses/" + run.Commit + " token gitea-tok pending svc/evals\n" +
+		"/api/v1/repos/acme/desk/statuses/" + run.Commit + " token gitea-tok failure svc/evals"
+	if got != want {
+		t.Errorf("the git host got:\n%s\nwant:\n%s", got, want)
 	}
 	b, _ := json.Marshal(run)
 	t.Logf("eval run: %s", b)

@@ -245,7 +245,7 @@ func (p *platform) buildMux(commits *workers.CommitCache) *workers.ServeMux {
 		OnReady: p.evalsAfterBuild,
 	}))
 	mux.Handle(workers.TaskEval, &workers.EvalHandler{Runs: p.stores.EvalRuns, Deployments: p.deploys, Statuses: p.stores.CommitStatuses,
-		Run: p.runEvals, Logger: p.log})
+		Run: p.runEvals, Notify: p.postStatus, Logger: p.log})
 	return mux
 }
 
