@@ -66,6 +66,15 @@ func DialectOf(db *gorm.DB) Dialect {
 	return SQLite
 }
 
+// WhereJSONKey narrows tx to the rows whose column, a JSON object of strings, has key with
+// value, in the SQL of db's dialect.
+func WhereJSONKey(tx *gorm.DB, column, key, value string) *gorm.DB {
+	if DialectOf(tx) == Postgres {
+		return tx.Where("("+column+"::jsonb ->> ?) = ?", key, value)
+	}
+	return tx.Where("json_extract("+column+", ?) = ?", `$."`+strings.ReplaceAll(key, `"`, `\"`)+`"`, value)
+}
+
 // Open connects to the database named by url and applies every pending migration.
 //
 // A url starting with postgres:// or postgresql:// is Postgres; sqlite:PATH or a plain file path

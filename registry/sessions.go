@@ -59,11 +59,7 @@ func (s *Sessions) List(ctx context.Context, agentID string, q SessionQuery) ([]
 		Select("id, agent_id, agent, scope_id, owner, deploy_id, title, status, metadata, tokens_used, created_at, updated_at").
 		Where("agent_id = ?", agentID)
 	for k, v := range q.Metadata {
-		if migrations.DialectOf(s.db) == migrations.Postgres {
-			tx = tx.Where("(metadata::jsonb ->> ?) = ?", k, v)
-		} else {
-			tx = tx.Where("json_extract(metadata, ?) = ?", jsonPath(k), v)
-		}
+		tx = migrations.WhereJSONKey(tx, "metadata", k, v)
 	}
 	var rows []sessionSummaryRow
 	if err := tx.Order("updated_at DESC, id").Limit(min(limit, 500)).Scan(&rows).Error; err != nil {
@@ -79,10 +75,4 @@ func (s *Sessions) List(ctx context.Context, agentID string, q SessionQuery) ([]
 		out = append(out, ss)
 	}
 	return out, nil
-}
-
-// jsonPath is the SQLite JSON path of an object key.
-func jsonPath(key string) string {
-	b, _ := json.Marshal(key) // a string always marshals
-	return "$." + string(b)
 }

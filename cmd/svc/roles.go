@@ -17,7 +17,6 @@ import (
 
 	"svc/agent"
 	"svc/api"
-	"svc/bundle"
 	"svc/registry"
 	"svc/runner"
 	"svc/runner/approvals"
@@ -107,18 +106,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
 	return runner.NewRouter(runner.Config{
 		Resolver: p.deploys, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
-		LoadBundle: func(ctx context.Context, d registry.Deployment) (*agent.Agent, error) {
-			rc, _, err := p.objects.Get(ctx, d.BundleKey)
-			if err != nil {
-				return nil, fmt.Errorf("open bundle %s: %w", d.BundleKey, err)
-			}
-			defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
-			b, err := bundle.Read(rc, d.BundleKey)
-			if err != nil {
-				return nil, err
-			}
-			return b.Agent()
-		},
+		LoadBundle: p.loadAgent,
 		NewRuntime: func(ctx context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
 			env := p.envOf(d.AgentID)
 			// The agent's stores: in its own database when svc.json names one, else in the

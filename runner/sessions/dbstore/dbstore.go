@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -188,12 +187,7 @@ func (st *Store) List(ctx context.Context, q sessions.Query) ([]*sessions.Sessio
 		tx = tx.Where("scope_id = ?", q.ScopeID)
 	}
 	for _, k := range slices.Sorted(maps.Keys(q.Metadata)) {
-		// metadata is a JSON object of strings.
-		if migrations.DialectOf(st.db) == migrations.Postgres {
-			tx = tx.Where("(metadata::jsonb ->> ?) = ?", k, q.Metadata[k])
-		} else {
-			tx = tx.Where("json_extract(metadata, ?) = ?", `$."`+strings.ReplaceAll(k, `"`, `\"`)+`"`, q.Metadata[k])
-		}
+		tx = migrations.WhereJSONKey(tx, "metadata", k, q.Metadata[k])
 	}
 	var rows []sessionRow
 	if err := tx.Order("updated_at DESC").Order("id").Limit(limit).Find(&rows).Error; err != nil {
