@@ -2,15 +2,12 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"net/http"
 	"sync"
 	"unicode/utf8"
 
 	"svc/registry"
-	"svc/runner/sessions"
-	"svc/runner/sessions/live"
 )
 
 // MaxFeedbackComment bounds the comment of POST /feedback, in characters.
@@ -68,21 +65,14 @@ func (rt *Runtime) feedback(w http.ResponseWriter, r *http.Request, c *caller) e
 		if err := checkSessionID("session_id", body.SessionID); err != nil {
 			return err
 		}
-		l, err := rt.cache.Lookup(r.Context(), body.SessionID)
-		switch {
-		case errors.Is(err, sessions.ErrNotFound), errors.Is(err, live.ErrOtherAgent):
-			return &APIError{Code: CodeNotFound, Message: "no session " + body.SessionID}
-		case err != nil:
+		l, err := rt.visibleSession(r.Context(), c, body.SessionID)
+		if err != nil {
 			return err
 		}
 		l.Lock()
-		visible := c.sees(l.S)
 		meta := maps.Clone(l.S.Metadata)
 		l.Unlock()
 		rt.cache.Done(l)
-		if !visible {
-			return &APIError{Code: CodeNotFound, Message: "no session " + body.SessionID}
-		}
 		if meta != nil {
 			f.Metadata = meta
 		}

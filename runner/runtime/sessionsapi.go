@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -172,7 +173,12 @@ func (rt *Runtime) visible(r *http.Request, c *caller) (*live.Session, error) {
 	if checkSessionID("id", id) != nil {
 		return nil, apiErr(CodeNotFound)
 	}
-	l, err := rt.cache.Lookup(r.Context(), id)
+	return rt.visibleSession(r.Context(), c, id)
+}
+
+// visibleSession returns session id when c may see it, else 404 not_found.
+func (rt *Runtime) visibleSession(ctx context.Context, c *caller, id string) (*live.Session, error) {
+	l, err := rt.cache.Lookup(ctx, id)
 	if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, live.ErrOtherAgent) {
 		return nil, apiErr(CodeNotFound)
 	}
@@ -180,6 +186,7 @@ func (rt *Runtime) visible(r *http.Request, c *caller) (*live.Session, error) {
 		return nil, err
 	}
 	if !seenBy(l, c) {
+		rt.cache.Done(l) // the caller gets nothing to be done with: no copy stays live for it
 		return nil, apiErr(CodeNotFound)
 	}
 	return l, nil
