@@ -26,6 +26,10 @@ const (
 // ConfigFile is the path of the agent's config file in a source tree.
 const ConfigFile = "svc.json"
 
+// ConnectionToolName is the tool that calls the agent's connections (CONTRACT §7), which a
+// handler may list in uses.tools when the agent has connections.
+const ConnectionToolName = "request"
+
 // BuiltinTools returns the names of the built-in tools an agent.json may list, in a fresh slice.
 // They are reserved: no folder of svc/tools may take one.
 func BuiltinTools() []string { return []string{"load_skill", "load_knowledge", "ask_user", "handoff"} }

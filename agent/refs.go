@@ -84,6 +84,9 @@ func (l *loader) checkReferences() {
 				l.c.add(file, doc.line(field), "uses.tools: tool %q may not use itself", u)
 			case slices.Contains(builtins, u) || a.Tools[u] != nil:
 			case generated[u] != storeTool{}:
+			case u == ConnectionToolName && len(a.Connections) > 0: // the connections' request tool
+			case u == ConnectionToolName:
+				l.c.add(file, doc.line(field), "uses.tools: tool %q calls the agent's connections, and there is no folder under svc/connections", u)
 			default:
 				l.c.add(file, doc.line(field), "uses.tools: unknown tool %q: not a built-in, a folder under svc/tools or a tool of a store under svc/stores", u)
 			}

@@ -28,6 +28,7 @@ type callCtx struct {
 	call     tools.Call
 	logs     int // log lines emitted (or dropped) so far
 	children int // ctx.callTool calls made so far
+	durableState
 }
 
 func newCallCtx(ctx context.Context, t *Tool, vm *goja.Runtime, call tools.Call) *callCtx {
@@ -42,9 +43,9 @@ func depthOf(ctx context.Context) int {
 	return d
 }
 
-// unavailable lists the ctx methods of spec 4.7 that this runtime does not bind yet; calling one
-// throws. Composition (callTool, callSubagent) and durable execution come next.
-var unavailable = []string{
+// durableOnly lists the ctx methods of spec 4.7 that only durable handlers have; in an inline
+// handler calling one throws.
+var durableOnly = []string{
 	"requestInput", "waitForApproval", "step", "sleepUntil", "now", "random",
 }
 
@@ -62,7 +63,11 @@ func (c *callCtx) methods() map[string]func(goja.FunctionCall) goja.Value {
 	if c.t.opts.Subagent == nil || c.t.def.Layout == agent.LayoutToolTS {
 		m["callSubagent"] = c.notAvailable("callSubagent")
 	}
-	for _, name := range unavailable {
+	if c.journal != nil {
+		c.durableMethods(m)
+		return m
+	}
+	for _, name := range durableOnly {
 		m[name] = c.notAvailable(name)
 	}
 	return m
@@ -79,6 +84,9 @@ func (c *callCtx) object() *goja.Object {
 	c.must(o.Set("sessionId", c.call.Session.ID))
 	if depthOf(c.ctx) == 1 { // top-level handlers only (spec 4.7)
 		c.must(o.Set("attachments", c.attachments()))
+	}
+	if c.journal != nil {
+		c.bindDurable(o)
 	}
 	return o
 }
@@ -161,8 +169,15 @@ func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
 	if !slices.Contains(c.t.def.Uses.Tools, name) {
 		c.throw(what, "is not allowed: "+name+" is not in uses.tools of "+c.t.def.Name)
 	}
-	if name == "request" {
+	if name == "request" && c.journal == nil {
 		c.throw(what, "is not allowed: an inline tool cannot call connections, whose calls may ask the user first")
+	}
+	var key string
+	if c.journal != nil { // a completed call returns its record (spec 4.7 rule 5)
+		key = c.key("tool", name)
+		if raw, ok := c.recorded(key); ok {
+			return c.parse(raw)
+		}
 	}
 	if counter := c.call.Session.Calls; counter != nil {
 		if n := counter.Add(1); n > int64(c.t.opts.MaxCalls) {
@@ -183,7 +198,7 @@ func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
 	}
 	c.children++
 	call := tools.Call{ID: c.call.ID + "." + strconv.Itoa(c.children), Arguments: json.RawMessage(args), Host: c.call.Host, Session: c.call.Session}
-	if ap, ok := child.(tools.Approver); ok {
+	if ap, ok := child.(tools.Approver); ok && c.journal == nil { // durable calls are not confirmed (rule 4)
 		req, err := ap.NeedsApproval(c.ctx, call)
 		if err != nil {
 			c.throw(what, "failed: "+err.Error())
@@ -199,14 +214,14 @@ func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
 	case res.IsError:
 		c.throw(what, "failed: "+res.Content)
 	}
-	if len(res.Data) > 0 {
-		v, err := jsonParse(c.vm, string(res.Data))
-		if err != nil {
-			panic(err)
-		}
-		return v
+	raw := res.Data
+	if len(raw) == 0 {
+		raw, _ = json.Marshal(res.Content) // a string: cannot fail
 	}
-	return c.vm.ToValue(res.Content)
+	if c.journal != nil {
+		c.record(key, raw)
+	}
+	return c.parse(raw)
 }
 
 // callSubagent is ctx.callSubagent(name, task, input?): it runs a specialist of uses.subagents
@@ -242,9 +257,20 @@ func (c *callCtx) callSubagent(fc goja.FunctionCall) goja.Value {
 	if err != nil {
 		c.throw(what, err.Error())
 	}
+	var key string
+	if c.journal != nil {
+		key = c.key("agent", name)
+		if raw, ok := c.recorded(key); ok {
+			return c.parse(raw)
+		}
+	}
 	text, err := c.t.opts.Subagent(ctx, name, task.String(), input, files, c.call)
 	if err != nil {
 		c.throw(what, "failed: "+err.Error())
+	}
+	if c.journal != nil {
+		raw, _ := json.Marshal(text) // a string: cannot fail
+		c.record(key, raw)
 	}
 	return c.vm.ToValue(text)
 }
@@ -294,9 +320,12 @@ func (c *callCtx) throw(what, why string) {
 
 // notAvailable returns a function that throws: ctx.name is not bound in this runtime.
 func (c *callCtx) notAvailable(name string) func(goja.FunctionCall) goja.Value {
-	why := "not available yet in this runtime"
-	if c.t.def.Layout == agent.LayoutToolTS && (name == "callTool" || name == "callSubagent") {
+	why := "not available to this handler"
+	switch {
+	case c.t.def.Layout == agent.LayoutToolTS && (name == "callTool" || name == "callSubagent"):
 		why = "not bound for a tool.ts tool"
+	case slices.Contains(durableOnly, name):
+		why = `only available in a durable tool ("execution": "durable" in tool.json)`
 	}
 	return func(goja.FunctionCall) goja.Value {
 		panic(c.vm.NewGoError(&notAvailableError{"ctx." + name, why}))

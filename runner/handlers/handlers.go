@@ -155,12 +155,20 @@ func (t *Tool) Spec() models.ToolSpec {
 // the handler.ts line, to the model); a call past its deadline an error wrapping ErrDeadline; a
 // call whose ctx ends first an error wrapping ctx's cause.
 func (t *Tool) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
+	if t.def.Durable() {
+		return tools.Result{}, fmt.Errorf("handler %s is durable: it runs through RunDurable", t.def.Name)
+	}
 	return t.run(ctx, goja.New(), call)
 }
 
 // run runs one call in vm and leaves no interrupt pending on it, so that it could be reused (the
 // pooled benchmark does).
 func (t *Tool) run(ctx context.Context, vm *goja.Runtime, call tools.Call) (res tools.Result, err error) {
+	return t.runWith(ctx, vm, call, nil)
+}
+
+// runWith is run with setup applied to the call's state before the handler starts.
+func (t *Tool) runWith(ctx context.Context, vm *goja.Runtime, call tools.Call, setup func(*callCtx)) (res tools.Result, err error) {
 	if err := context.Cause(ctx); err != nil {
 		return tools.Result{}, fmt.Errorf("handler %s not started: %w", t.def.Name, err)
 	}
@@ -192,7 +200,13 @@ func (t *Tool) run(ctx context.Context, vm *goja.Runtime, call tools.Call) (res 
 	}()
 
 	c := newCallCtx(ctx, t, vm, call)
+	if setup != nil {
+		setup(c)
+	}
 	v, err := t.invoke(vm, c, call)
+	if c.stopping { // parked, or a journal write failed: what the handler did after is moot
+		return tools.Result{}, c.stopErr
+	}
 	if err == nil {
 		v, err = t.settle(v)
 	}

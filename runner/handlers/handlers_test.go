@@ -138,7 +138,7 @@ func TestThrowNamesTheHandlerLine(t *testing.T) {
 		{"thrown string", "export default function () {\n  throw \"plain\";\n}\n",
 			handlers.Error{Tool: "x", Message: "plain", File: "svc/tools/x/handler.ts", Line: 2}},
 		{"unbound ctx method", "export default async function (p: any, ctx: any) {\n\n  return await ctx.callTool(\"y\", {});\n}\n",
-			handlers.Error{Tool: "x", Message: "ctx.callTool is not available yet in this runtime", File: "svc/tools/x/handler.ts", Line: 3}},
+			handlers.Error{Tool: "x", Message: "ctx.callTool is not available to this handler", File: "svc/tools/x/handler.ts", Line: 3}},
 		{"endless recursion", "function f(n: number): number {\n  return f(n + 1) + 1;\n}\nexport default async () => f(0);\n",
 			handlers.Error{Tool: "x", Message: "RangeError: call stack over 1000 frames", File: "svc/tools/x/handler.ts", Line: 2}},
 		{"require", "import fs from \"fs\";\nexport default async () => fs.readFileSync(\"/etc/passwd\");\n",
@@ -340,11 +340,9 @@ func TestSupportDeskHandlers(t *testing.T) {
 		tool, args, want string
 	}{
 		{"refund_request", `{"customer_id": "c1", "amount_eur": -1, "reason": "x"}`,
-			"handler refund_request threw at svc/tools/refund_request/handler.ts:5: amount_eur must be positive"},
-		{"refund_request", `{"customer_id": "c1", "amount_eur": 10, "reason": "x"}`,
-			"handler refund_request threw at svc/tools/refund_request/handler.ts:7: ctx.step is not available yet in this runtime"},
+			"handler refund_request is durable: it runs through RunDurable"},
 		{"triage", `{"customer_id": "c1", "subject": "refund"}`,
-			"handler triage threw at svc/tools/triage/handler.ts:7: ctx.callTool is not available yet in this runtime"},
+			"handler triage threw at svc/tools/triage/handler.ts:7: ctx.callTool is not available to this handler"},
 	}
 	cache := handlers.NewCache()
 	for _, tt := range tests {
