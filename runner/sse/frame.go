@@ -33,6 +33,7 @@ const (
 	TypeConfirmationRequired Type = "confirmation_required"
 	TypeApproved             Type = "approved"
 	TypeDenied               Type = "denied"
+	TypeDurableApproval      Type = "durable_approval_required"
 )
 
 // Tool call result statuses.
@@ -65,6 +66,9 @@ type Frame struct {
 	Question string          // ask_choice
 	Options  json.RawMessage // ask_choice: [{value, label}]
 	Multi    bool            // ask_choice: several options may be chosen
+	// AllowEdits: durable_approval_required, whose session_id, tool_name, question and options
+	// use the fields above.
+	AllowEdits bool
 
 	From         string   // agent_handoff: the session's agent before ("" for the unscoped chat)
 	To           string   // agent_handoff
@@ -239,6 +243,16 @@ func appendFrame(dst []byte, f *Frame, stamp []byte) []byte {
 			dst = append(dst, `,"total_tokens":`...)
 			dst = appendInt(dst, int64(u.TotalTokens))
 			dst = append(dst, '}')
+		}
+	case TypeDurableApproval:
+		dst = field(dst, "session_id", f.SessionID)
+		dst = field(dst, "tool_name", f.ToolName)
+		dst = optField(dst, "question", f.Question)
+		if len(f.Options) > 0 {
+			dst = rawField(dst, "options", f.Options, "[]")
+		}
+		if f.AllowEdits {
+			dst = append(dst, `,"allow_edits":true`...)
 		}
 	case TypeSessionUpdated:
 		dst = field(dst, "session_id", f.SessionID)

@@ -58,6 +58,8 @@ func TestAppendJSONPerType(t *testing.T) {
 		{"error", Frame{Type: TypeError, Message: "bad"}, map[string]any{"message": "bad"}},
 		{"done", Frame{Type: TypeDone, Reason: "model_stop", Turns: 2, Usage: &Usage{1, 2, 0, 3}},
 			map[string]any{"reason": "model_stop", "turns": 2.0, "usage": map[string]any{"input_tokens": 1.0, "output_tokens": 2.0, "cached_tokens": 0.0, "total_tokens": 3.0}}},
+		{"durable approval", Frame{Type: TypeDurableApproval, SessionID: "dur_1", ToolName: "refund", Question: "Approve?", Options: json.RawMessage(`[{"value":"yes","label":"Yes"}]`), AllowEdits: true},
+			map[string]any{"session_id": "dur_1", "tool_name": "refund", "question": "Approve?", "options": []any{map[string]any{"value": "yes", "label": "Yes"}}, "allow_edits": true}},
 		{"session updated", Frame{Type: TypeSessionUpdated, SessionID: "s", Status: "cancelled", ToolName: "refund"},
 			map[string]any{"session_id": "s", "status": "cancelled", "tool_name": "refund"}},
 	}

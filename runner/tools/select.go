@@ -30,7 +30,7 @@ type Extensions struct {
 	// Connections returns the request tool over the named connections and the section of the
 	// system prompt that describes them.
 	Connections func(names []string) (Tool, string, error)
-	// Handler returns the tool of an inline (not durable) handler of svc/tools.
+	// Handler returns the tool of a handler of svc/tools, inline or durable.
 	Handler func(t *agent.Tool) (Tool, error)
 }
 
@@ -41,8 +41,8 @@ type Extensions struct {
 // ask_user is offered to a named agent that lists it; handoff to every agent when agents/
 // defines more than one, over the others.
 //
-// Handler tools of svc/tools run when they are not durable; durable tools are not supported yet: they are left out and listed in Omitted,
-// never offered with a stand-in.
+// Handler tools of svc/tools, inline and durable, come from ext.Handler; without it they are
+// left out and listed in Omitted, never offered with a stand-in.
 func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selection {
 	var sel Selection
 	var ts []Tool
@@ -77,7 +77,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 		}
 	}
 	addTool := func(t *agent.Tool) {
-		if ext.Handler == nil || t.Durable() {
+		if ext.Handler == nil {
 			sel.Omitted = append(sel.Omitted, toolKind(t)+" "+t.Name)
 			return
 		}

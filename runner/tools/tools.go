@@ -41,6 +41,9 @@ type Call struct {
 // Session is what a tool may know of the session it runs in.
 type Session struct {
 	ID string
+	// Owner and ScopeID are the session's (spec 4.6): a durable run the call starts takes them.
+	Owner   string
+	ScopeID string
 	// Context is the chat's context map (spec 2.5), for {{context.KEY}} templates. Read only.
 	Context map[string]string
 	// Calls counts the calls composite tools made to their children in this turn (nil: none

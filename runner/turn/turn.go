@@ -69,6 +69,8 @@ type Turn struct {
 	system   string
 	context  map[string]string // the session's context when the turn began
 	meta     map[string]string // the session's metadata when the turn began
+	owner    string            // the session's owner and scope, for the durable runs it starts
+	scope    string
 	caller   Caller
 	files    []tools.Attachment
 	budget   int
@@ -178,6 +180,7 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 
 	t.context = maps.Clone(s.Context)
 	t.meta = maps.Clone(s.Metadata)
+	t.owner, t.scope = s.Owner, s.ScopeID
 	t.prof = e.cfg.Profiles.ForSession(s)
 	t.system = t.prof.System(s.Context)
 	var fallback bool
@@ -261,7 +264,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			Session: tools.Session{ID: t.l.ID, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files}, Approvals: t.approvals(),
+			Session: tools.Session{ID: t.l.ID, Owner: t.owner, ScopeID: t.scope, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files}, Approvals: t.approvals(),
 			Tracer:  t.e.cfg.Tracer,
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})
