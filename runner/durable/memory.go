@@ -17,6 +17,7 @@ type Memory struct {
 	mu      sync.Mutex
 	runs    map[string]Run
 	journal map[string][]Entry
+	keys    map[string]map[string]bool // the journal's keys by run, so that Record need not scan it
 }
 
 var _ Store = (*Memory)(nil)
@@ -31,6 +32,7 @@ func (s *Memory) Create(_ context.Context, r Run) error {
 	if s.runs == nil {
 		s.runs = make(map[string]Run)
 		s.journal = make(map[string][]Entry)
+		s.keys = make(map[string]map[string]bool)
 	}
 	if _, ok := s.runs[r.ID]; ok {
 		return fmt.Errorf("durable: create %s: a run of that id exists", r.ID)
@@ -100,15 +102,23 @@ func (s *Memory) Record(_ context.Context, id string, attempt int, e Entry) erro
 	return s.appendLocked(id, e)
 }
 
-// appendLocked appends e to the journal of id, numbering it; ErrRecorded when its key exists.
+// appendLocked appends e to the journal of id, numbering it (and dating it, when undated);
+// ErrRecorded when its key exists.
 func (s *Memory) appendLocked(id string, e Entry) error {
-	entries := s.journal[id]
-	for _, old := range entries {
-		if old.Key == e.Key {
-			return recorded(id, e.Key)
-		}
+	keys := s.keys[id]
+	if keys[e.Key] {
+		return recorded(id, e.Key)
 	}
+	if keys == nil {
+		keys = make(map[string]bool)
+		s.keys[id] = keys
+	}
+	keys[e.Key] = true
+	entries := s.journal[id]
 	e = cloneEntry(e)
+	if e.At.IsZero() {
+		e.At = time.Now().UTC() // as DB records it
+	}
 	e.Seq = len(entries) + 1
 	s.journal[id] = append(entries, e)
 	return nil
