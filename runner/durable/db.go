@@ -40,6 +40,9 @@ func NewDB(db *gorm.DB) *DB {
 		`SELECT ?, ?, COALESCE((SELECT MAX(seq) FROM durable_journal WHERE run_id = ?), 0) + 1, ` + value + `, ` + at + ` ` +
 		`WHERE EXISTS (SELECT 1 FROM durable_runs WHERE id = ? AND attempt = ? AND status = '` + Running + `') ` +
 		`ON CONFLICT (run_id, key) DO NOTHING`
+	// Each write is one statement (Answer opens its own transaction): gorm's default wrapping of
+	// a single UPDATE in BEGIN and COMMIT would only add round trips.
+	db = db.Session(&gorm.Session{SkipDefaultTransaction: true})
 	return &DB{db: db, recordSQL: recordSQL}
 }
 
