@@ -73,7 +73,7 @@ func TestAIStreamTurn(t *testing.T) {
 		}
 		collapsed = append(collapsed, g)
 	}
-	want := []string{"start", "data-warning", "start-step", "tool-input-start", "tool-input-available", "tool-output-available",
+	want := []string{"start", "start-step", "tool-input-start", "tool-input-available", "tool-output-available",
 		"finish-step", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish", "[DONE]"}
 	if d := cmp.Diff(want, collapsed); d != "" {
 		t.Fatalf("chunks (-want +got):\n%s", d)

@@ -73,21 +73,15 @@ func TestStreamEchoTurn(t *testing.T) {
 }
 
 func TestResumeKeepsHistoryAndWarnsOnce(t *testing.T) {
-	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk")})
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello")})
 	fs := e.chat("", map[string]any{"message": "hi"})
 	id := sessionOf(t, fs)
 	warnings := ofType(fs, "warning")
 	if len(warnings) != 1 {
 		t.Fatalf("first turn warnings = %v, want exactly one", warnings)
 	}
-	msg := str(warnings[0].Data["message"])
-	for _, want := range []string{"durable tool refund_request"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("warning %q does not name %q", msg, want)
-		}
-	}
-	if strings.Contains(msg, "store") || strings.Contains(msg, "connection") {
-		t.Errorf("warning %q names a store or a connection, which run", msg)
+	if msg := str(warnings[0].Data["message"]); !strings.Contains(msg, "echo model") {
+		t.Errorf("warning %q does not name the echo model", msg)
 	}
 	fs = e.chat("", map[string]any{"message": "again", "session_id": id})
 	if sessionOf(t, fs) != id {
@@ -149,10 +143,10 @@ func TestToolFrames(t *testing.T) {
 	if r := ofType(fs, "tool_call_result"); len(r) != 1 || !cmp.Equal(r[0].Data["result"], map[string]any{"ok": true}) {
 		t.Errorf("structured result = %v", r)
 	}
-	// A tool that is left out is never faked: calling it is an error result.
-	fs = e.chat("", map[string]any{"message": `/tool refund_request {"order_id":"o1","amount_eur":10}`, "session_id": id})
-	if r := ofType(fs, "tool_call_result"); len(r) != 1 || r[0].Data["status"] != "error" || !strings.Contains(str(r[0].Data["error"]), "not available") {
-		t.Errorf("left-out tool result = %v", r)
+	// A durable tool that does not pause completes within the call.
+	fs = e.chat("", map[string]any{"message": `/tool refund_request {"customer_id":"c1","amount_eur":10,"reason":"late"}`, "session_id": id})
+	if r := ofType(fs, "tool_call_result"); len(r) != 1 || r[0].Data["status"] != "success" || r[0].Data["result"].(map[string]any)["status"] != "refunded" {
+		t.Errorf("durable tool result = %v", r)
 	}
 	ctx := e.do("GET", "/inspect/context?session_id="+id, "", nil)
 	if !cmp.Equal(ctx.JSON["active_skills"], []any{"refunds"}) || !cmp.Equal(ctx.JSON["loaded_knowledge"], []any{"plans"}) {
@@ -327,8 +321,8 @@ func TestSyncAnswer(t *testing.T) {
 	if d["reason"] != "model_stop" || num(d["turns"]) != 2 || d["usage"].(map[string]any)["total_tokens"] == nil {
 		t.Errorf("done = %v", d)
 	}
-	if w := a["warnings"].([]any); len(w) != 1 {
-		t.Errorf("warnings = %v", w)
+	if w, ok := a["warnings"]; ok && len(w.([]any)) != 0 {
+		t.Errorf("warnings = %v: every tool of support-desk runs", w)
 	}
 }
 
@@ -439,7 +433,7 @@ func TestSystemRoutes(t *testing.T) {
 		t.Errorf("health (-want +got):\n%s", d)
 	}
 	c := e.do("GET", "/inspect/context", "", nil)
-	if !strings.Contains(str(c.JSON["system_prompt"]), "{{context.plan}}") || !cmp.Equal(c.JSON["tools"], []any{"load_skill", "load_knowledge", "triage", "request", "store__tickets__get", "store__tickets__set", "store__tickets__query", "store__tickets__delete", "store__tickets__history", "handoff"}) {
+	if !strings.Contains(str(c.JSON["system_prompt"]), "{{context.plan}}") || !cmp.Equal(c.JSON["tools"], []any{"load_skill", "load_knowledge", "triage", "refund_request", "request", "store__tickets__get", "store__tickets__set", "store__tickets__query", "store__tickets__delete", "store__tickets__history", "handoff"}) {
 		t.Errorf("inspect/context = %s", c.Body)
 	}
 	if c := e.do("GET", "/inspect/context?agent=billing", "", nil); c.JSON["agent"] != "billing" || !cmp.Equal(c.JSON["tools"], []any{"load_knowledge", "store__tickets__get", "store__tickets__query", "store__tickets__history", "handoff"}) {

@@ -22,6 +22,8 @@ const (
 	CodeTurnInProgress  = "turn_in_progress"
 	CodeNoActiveTurn    = "no_active_turn"
 	CodeAlreadyAnswered = "already_answered"
+	CodeNotEligible     = "not_eligible_answerer"
+	CodeNotAwaiting     = "session_not_awaiting_input"
 	CodeTooLarge        = "request_too_large"
 	CodeSessionFull     = "session_storage_full"
 	CodeAgentFull       = "agent_storage_full"
@@ -42,6 +44,8 @@ var catalog = map[string]struct {
 	CodeTurnInProgress:  {http.StatusConflict, "a turn is already running in this session"},
 	CodeNoActiveTurn:    {http.StatusConflict, "no turn of this session is accepting messages"},
 	CodeAlreadyAnswered: {http.StatusConflict, "the approval was already decided"},
+	CodeNotEligible:     {http.StatusForbidden, "the caller may not answer this pause"},
+	CodeNotAwaiting:     {http.StatusConflict, "the durable session is not awaiting input"},
 	CodeTooLarge:        {http.StatusRequestEntityTooLarge, "the request body is larger than 50 MB"},
 	CodeSessionFull:     {http.StatusRequestEntityTooLarge, "the session holds as much as a session may"},
 	CodeAgentFull:       {http.StatusTooManyRequests, "the agent's sessions hold as much as an agent may"},
@@ -55,6 +59,8 @@ type APIError struct {
 	Code    string
 	Message string
 	Field   string // the request field at fault, for invalid_request
+	// AnsweredBy names who answered, for session_not_awaiting_input (spec 7).
+	AnsweredBy string
 }
 
 // Error implements error.
@@ -76,6 +82,8 @@ type errorBody struct {
 	Error   string `json:"error"`
 	Message string `json:"message,omitempty"`
 	Field   string `json:"field,omitempty"`
+	// AnsweredBy is set on session_not_awaiting_input when the pause was answered.
+	AnsweredBy string `json:"answeredBy,omitempty"`
 }
 
 // writeError answers err: an *APIError as itself, a *turn.Error as its code, anything else as a logged 500 with a
@@ -99,7 +107,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
-	writeJSON(w, status, errorBody{Error: ae.Code, Message: ae.Message, Field: ae.Field})
+	writeJSON(w, status, errorBody{Error: ae.Code, Message: ae.Message, Field: ae.Field, AnsweredBy: ae.AnsweredBy})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"svc/agent"
 	"svc/runner/handlers"
@@ -16,11 +18,13 @@ import (
 )
 
 // handlerTools returns the maker of the agent's handler tools (svc/tools): compiled once per
-// runtime, each with the children its ctx.callTool may reach.
+// runtime, each with the children its ctx.callTool may reach. A durable tool is offered to the
+// model as a durableStart, which starts a run of it.
 func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tools.Tool, error) {
 	cache := handlers.NewCache()
-	var newTool func(t *agent.Tool) (tools.Tool, error)
-	// child resolves a name of uses.tools: a store tool, another handler tool, or a built-in.
+	var newHandler func(t *agent.Tool) (*handlers.Tool, error)
+	// child resolves a name of uses.tools: a store tool, another inline handler tool, a
+	// built-in, or the connections' request tool (which only durable handlers may call).
 	child := func(name string) (tools.Tool, error) {
 		if _, action, ok := agent.ParseStoreToolName(name); ok {
 			for store := range rt.ag.Stores {
@@ -31,27 +35,43 @@ func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tool
 		}
 		if t := rt.ag.Tools[name]; t != nil {
 			if t.Durable() {
-				return nil, fmt.Errorf("%s is a durable tool, which an inline tool cannot call", name)
+				return nil, fmt.Errorf("%s is a durable tool, which a tool cannot call", name)
 			}
-			return newTool(t)
+			h, err := newHandler(t)
+			if err != nil || !t.RequiresConfirmation {
+				return h, err
+			}
+			return confirming{h}, nil
 		}
 		switch name {
 		case tools.NameLoadKnowledge:
 			return tools.NewLoadKnowledge(rt.ag.Knowledge), nil
 		case tools.NameLoadSkill:
 			return tools.NewLoadSkill(rt.ag.Skills), nil
+		case agent.ConnectionToolName:
+			if rt.conns != nil {
+				return rt.conns.Tool(slices.Sorted(maps.Keys(rt.ag.Connections)))
+			}
 		}
 		return nil, fmt.Errorf("no tool %s for a handler to call", name)
 	}
-	newTool = func(t *agent.Tool) (tools.Tool, error) {
-		h, err := handlers.New(t, handlers.Options{Cache: cache, Children: child, Subagent: rt.subagent,
-			MaxDepth: rt.opts.CompositeMaxDepth, MaxCalls: rt.opts.CompositeMaxCalls})
-		if err != nil || !t.RequiresConfirmation {
-			return h, err
-		}
-		return confirming{h}, nil
+	newHandler = func(t *agent.Tool) (*handlers.Tool, error) {
+		return handlers.New(t, handlers.Options{Cache: cache, Children: child, Subagent: rt.subagent,
+			Timeout: rt.opts.HandlerTimeout, MaxDepth: rt.opts.CompositeMaxDepth, MaxCalls: rt.opts.CompositeMaxCalls})
 	}
-	return newTool
+	rt.durableHandler = newHandler
+	return func(t *agent.Tool) (tools.Tool, error) {
+		h, err := newHandler(t)
+		switch {
+		case err != nil:
+			return nil, err
+		case t.Durable():
+			return &durableStart{rt: rt, h: h}, nil
+		case t.RequiresConfirmation:
+			return confirming{h}, nil
+		}
+		return h, nil
+	}
 }
 
 // subagent runs the named agent's loop on task for a handler's ctx.callSubagent: its own

@@ -16,10 +16,13 @@ import (
 	"svc/auth"
 	"svc/runner/approvals"
 	"svc/runner/connections"
+	"svc/runner/durable"
+	"svc/runner/handlers"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 	"svc/runner/sessions/memstore"
+	"svc/runner/sse"
 	"svc/runner/stores"
 	"svc/runner/tools"
 	"svc/runner/turn"
@@ -101,6 +104,22 @@ type Options struct {
 	// ApprovalTimeout denies a call whose approval got no answer (SVC_APPROVAL_TIMEOUT); 0
 	// means 10 minutes.
 	ApprovalTimeout time.Duration
+	// HandlerTimeout bounds one call (or one durable execution) of a handler tool
+	// (SVC_HANDLER_TIMEOUT); 0 means 10 seconds.
+	HandlerTimeout time.Duration
+	// Durable keeps durable tool runs and their journals; share one among the runtimes of the
+	// agent. nil keeps them in this runtime's memory (svc dev): they are lost with the process.
+	Durable durable.Store
+	// Schedule asks for Wake of a run at a time (a queue task the worker hands to the runtime of
+	// the run's deployment); nil means a timer in this process.
+	Schedule func(ctx context.Context, w Wakeup) error
+	// Elsewhere returns the runtime of another deployment of the agent, where a run started
+	// there resumes (an answer may arrive at the agent's newer deployment); nil means every run
+	// resumes on this runtime.
+	Elsewhere func(ctx context.Context, deployID string) (*Runtime, error)
+	// Events carries session_updated to the GET /api/events subscribers of every runtime of the
+	// agent, in every process that shares it; nil means this runtime's subscribers only.
+	Events EventBus
 	// MaxTurns is the model-turn limit of a run; 0 means 50.
 	MaxTurns int
 	// IdleTimeout evicts live sessions (and expires prepared ones); 0 means 30 minutes.
@@ -114,6 +133,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now. Tests move it to drive idle eviction.
 	Now func() time.Time
+}
+
+// EventBus carries the runtime's bus events between the runtimes of an agent (events.Bus).
+type EventBus interface {
+	Publish(ctx context.Context, agentID string, f *sse.Frame) error
+	Subscribe(agentID string, fn func(sse.Frame)) (cancel func())
 }
 
 // Runtime serves one agent. Create it with New, serve it with ServeHTTP, stop its background
@@ -142,6 +167,11 @@ type Runtime struct {
 	backend    stores.Backend
 	ownHub     bool // the hub is this runtime's: Close closes it
 	feedbacks  FeedbackStore
+	runs       durable.Store
+	// durableHandler compiles a durable tool's handler (set by handlerTools).
+	durableHandler func(*agent.Tool) (*handlers.Tool, error)
+	timers         timers
+	unsubscribe    func() // from Options.Events
 
 	done   chan struct{}
 	closed sync.Once
@@ -167,6 +197,10 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if rt.store == nil {
 		rt.store = memstore.New()
+	}
+	rt.runs = opts.Durable
+	if rt.runs == nil {
+		rt.runs = &durable.Memory{}
 	}
 	rt.feedbacks = opts.Feedback
 	if rt.feedbacks == nil {
@@ -232,6 +266,9 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	rt.turns = turns
+	if opts.Events != nil {
+		rt.unsubscribe = opts.Events.Subscribe(opts.AgentID, func(f sse.Frame) { rt.bus.publish(&f) })
+	}
 	rt.routes()
 	rt.wg.Add(1)
 	go rt.evictLoop()
@@ -285,8 +322,11 @@ func (rt *Runtime) Close(ctx context.Context) error {
 			err = fmt.Errorf("runtime: close the stores: %w", cerr)
 		}
 	})
+	if rt.unsubscribe != nil {
+		rt.unsubscribe()
+	}
 	waited := make(chan struct{})
-	go func() { rt.wg.Wait(); close(waited) }()
+	go func() { rt.timers.stop(); rt.wg.Wait(); close(waited) }()
 	select {
 	case <-waited:
 		return err
@@ -318,6 +358,9 @@ func (rt *Runtime) routes() {
 	m.Handle("GET /inspect/context", rt.handle(rt.inspectContext))
 	m.Handle("GET /inspect/connections/{name}", rt.handle(rt.inspectConnection))
 	m.Handle("GET /api/events", rt.handle(rt.events))
+	m.Handle("POST /api/sessions/{id}/answer", rt.handle(rt.answerRun))
+	m.Handle("POST /api/sessions/{id}/cancel", rt.handle(rt.cancelRun))
+	m.Handle("POST /api/sessions/{id}/restart", rt.handle(rt.restartRun))
 	m.HandleFunc("/", rt.noRoute)
 	rt.mux = m
 }

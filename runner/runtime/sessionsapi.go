@@ -338,13 +338,6 @@ func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *call
 	return nil
 }
 
-// pendingApprovals serves GET /sessions/pending-approvals. Confirmation and durable tools are
-// not part of this runtime yet, so no session can be waiting for an answer.
-func (rt *Runtime) pendingApprovals(w http.ResponseWriter, r *http.Request, c *caller) error {
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": []historyItem{}})
-	return nil
-}
-
 // answerBody is the body of POST /chat/sessions/{id}/ask-user-response.
 type answerBody struct {
 	CorrelationID string `json:"correlation_id"`

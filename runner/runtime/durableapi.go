@@ -1,0 +1,398 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"svc/runner/durable"
+	"svc/runner/handlers"
+	"svc/runner/sessions"
+)
+
+// runRecord is a durable session as the API answers it (CONTRACT §6).
+type runRecord struct {
+	SessionID       string          `json:"session_id"`
+	ToolName        string          `json:"tool_name"`
+	Status          string          `json:"status"`
+	ParentSessionID string          `json:"parent_session_id"`
+	DeployID        string          `json:"deploy_id"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	Pause           *pauseRecord    `json:"pause,omitempty"`
+	AnsweredBy      string          `json:"answered_by,omitempty"`
+	Result          json.RawMessage `json:"result,omitempty"`
+	Error           string          `json:"error,omitempty"`
+}
+
+type pauseRecord struct {
+	Kind              string          `json:"kind"`
+	Question          string          `json:"question"`
+	Context           string          `json:"context,omitempty"`
+	InputType         string          `json:"input_type"`
+	Options           json.RawMessage `json:"options"`
+	Payload           json.RawMessage `json:"payload,omitempty"`
+	AllowEdits        bool            `json:"allow_edits"`
+	EligibleAnswerers []string        `json:"eligible_answerers"`
+	ExcludeAnswerers  []string        `json:"exclude_answerers,omitempty"`
+	WakeAt            *time.Time      `json:"wake_at"`
+	ExpiresAt         *time.Time      `json:"expires_at,omitempty"`
+}
+
+func recordOf(r durable.Run) runRecord {
+	out := runRecord{SessionID: r.ID, ToolName: r.ToolName, Status: r.Status, ParentSessionID: r.ParentSessionID,
+		DeployID: r.DeployID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, AnsweredBy: r.AnsweredBy,
+		Result: r.Result, Error: r.Error}
+	if p := r.Pause; p != nil && !durable.Ended(r.Status) {
+		out.Pause = &pauseRecord{Kind: p.Kind, Question: p.Question, Context: p.Context, InputType: p.InputType,
+			Options: p.Options, Payload: p.Payload, AllowEdits: p.AllowEdits, EligibleAnswerers: p.EligibleAnswerers,
+			ExcludeAnswerers: p.ExcludeAnswerers, WakeAt: p.WakeAt, ExpiresAt: p.ExpiresAt}
+		if out.Pause.Options == nil {
+			out.Pause.Options = json.RawMessage("[]")
+		}
+		if out.Pause.EligibleAnswerers == nil {
+			out.Pause.EligibleAnswerers = []string{}
+		}
+	}
+	return out
+}
+
+// respondent is how an answer names its author: the verified user, or "service" for a trusted
+// caller without one.
+func (c *caller) respondent() string {
+	if c.userID != "" {
+		return c.userID
+	}
+	return "service"
+}
+
+// owns reports whether c may act on run as its owner would (spec 4.6 rules 2, 3, 6).
+func (c *caller) owns(run durable.Run) bool {
+	if c.scope != "" && run.ScopeID != c.scope {
+		return false
+	}
+	return run.Owner == "" || c.userID == "" || run.Owner == c.userID
+}
+
+// mayAnswer reports whether c may answer the pause p of run: never when excluded; with a list
+// of eligible answerers, only a verified user on it; without one, whoever owns the run.
+func (c *caller) mayAnswer(run durable.Run, p *durable.Pause) bool {
+	if c.scope != "" && run.ScopeID != c.scope {
+		return false
+	}
+	if c.userID != "" && slices.Contains(p.ExcludeAnswerers, c.userID) {
+		return false
+	}
+	if len(p.EligibleAnswerers) > 0 {
+		return c.userID != "" && slices.Contains(p.EligibleAnswerers, c.userID)
+	}
+	return c.owns(run)
+}
+
+// seesRun reports whether c may see run at all: its owner, an answerer of its pause, or who
+// answered it last.
+func (c *caller) seesRun(run durable.Run) bool {
+	switch {
+	case c.owns(run):
+		return true
+	case c.scope != "" && run.ScopeID != c.scope:
+		return false
+	case c.userID != "" && run.AnsweredBy == c.userID:
+		return true
+	}
+	return run.Pause != nil && c.mayAnswer(run, run.Pause)
+}
+
+// findRun is the durable session of the request's {id}: 404 when there is none, or when c may
+// neither own it nor answer it (hidden like a missing one, spec 4.6 rule 2).
+func (rt *Runtime) findRun(r *http.Request, c *caller) (durable.Run, error) {
+	id := r.PathValue("id")
+	run, err := rt.runs.Get(r.Context(), rt.opts.AgentID, id)
+	switch {
+	case errors.Is(err, durable.ErrNotFound):
+		return durable.Run{}, &APIError{Code: CodeNotFound, Message: "no durable session " + id}
+	case err != nil:
+		return durable.Run{}, err
+	case c.scope != "" && run.ScopeID != c.scope:
+		return durable.Run{}, &APIError{Code: CodeNotFound, Message: "no durable session " + id}
+	}
+	return run, nil
+}
+
+// answerRequest is the body of POST /api/sessions/{id}/answer.
+type answerRequest struct {
+	Value json.RawMessage `json:"value"`
+	Edits json.RawMessage `json:"edits"`
+}
+
+// answerRun serves POST /api/sessions/{id}/answer: it checks the caller may answer, records the
+// answer once, and resumes the run, answering with the record once the run finished or parked
+// again (spec 3.2, 4.4, 7; CONTRACT §6).
+func (rt *Runtime) answerRun(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var body answerRequest
+	if err := readJSON(w, r, &body); err != nil {
+		return err
+	}
+	run, err := rt.findRun(r, c)
+	if err != nil {
+		return err
+	}
+	p := run.Pause
+	if run.Status != durable.AwaitingInput || p == nil {
+		if !c.seesRun(run) {
+			return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
+		}
+		return notAwaiting(run)
+	}
+	if !c.mayAnswer(run, p) {
+		return &APIError{Code: CodeNotEligible, Message: notEligible(c, p)}
+	}
+	value, err := answerValue(p, body, c.respondent())
+	if err != nil {
+		return err
+	}
+	now := rt.now().UTC()
+	claimed, err := rt.runs.Answer(r.Context(), rt.opts.AgentID, run.ID, p.Key, value, c.respondent(), now, now.Add(rt.lease()))
+	if errors.Is(err, durable.ErrStale) || errors.Is(err, durable.ErrRecorded) {
+		return notAwaiting(claimed)
+	}
+	if err != nil {
+		return err
+	}
+	rt.publishRun(r.Context(), claimed)
+	writeJSON(w, http.StatusOK, recordOf(rt.resumeRun(r.Context(), claimed)))
+	return nil
+}
+
+// notAwaiting is the 409 of an answer to a run that waits for none.
+func notAwaiting(run durable.Run) error {
+	return &APIError{Code: CodeNotAwaiting, Message: fmt.Sprintf("durable session %s is %s, not awaiting input", run.ID, run.Status),
+		AnsweredBy: run.AnsweredBy}
+}
+
+func notEligible(c *caller, p *durable.Pause) string {
+	switch {
+	case c.userID == "" && len(p.EligibleAnswerers) > 0:
+		return "this pause may be answered only by its eligible answerers; send a runtime token minted with the user_id of one of them"
+	case len(p.EligibleAnswerers) > 0:
+		return "user " + c.userID + " is not an eligible answerer of this pause"
+	}
+	return "user " + c.userID + " may not answer this pause"
+}
+
+// answerValue checks the posted value against the pause (CONTRACT §6) and returns the answer
+// the handler receives: {value, respondedBy, edits?} for requestInput, {approved, respondedBy,
+// note?, edits?} for waitForApproval.
+func answerValue(p *durable.Pause, body answerRequest, by string) (json.RawMessage, error) {
+	if len(body.Value) == 0 {
+		return nil, invalid("value", "is required")
+	}
+	out := map[string]any{"respondedBy": by}
+	if len(body.Edits) > 0 && string(body.Edits) != "null" {
+		if !p.AllowEdits {
+			return nil, invalid("edits", "this pause does not allow edits (allowEdits is not set)")
+		}
+		out["edits"] = body.Edits
+	}
+	if p.Kind == durable.PauseApproval {
+		var yes bool
+		if json.Unmarshal(body.Value, &yes) == nil {
+			out["approved"] = yes
+		} else {
+			var o struct {
+				Approved *bool   `json:"approved"`
+				Note     *string `json:"note"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(body.Value))
+			dec.DisallowUnknownFields()
+			if dec.Decode(&o) != nil || o.Approved == nil {
+				return nil, invalid("value", "answers a yes/no approval: true, false or {approved, note?}")
+			}
+			out["approved"] = *o.Approved
+			if o.Note != nil {
+				out["note"] = *o.Note
+			}
+		}
+		return json.Marshal(out)
+	}
+	switch p.InputType {
+	case handlers.InputYesNo:
+		var yes bool
+		if json.Unmarshal(body.Value, &yes) != nil {
+			return nil, invalid("value", "answers a yes/no question: true or false")
+		}
+	case handlers.InputChoice:
+		if err := checkChoice(p.Options, body.Value); err != nil {
+			return nil, err
+		}
+	default:
+		var s string
+		if json.Unmarshal(body.Value, &s) != nil {
+			return nil, invalid("value", "answers a text question: a string")
+		}
+	}
+	out["value"] = body.Value
+	return json.Marshal(out)
+}
+
+// checkChoice accepts one of the options' values, or a non-empty list of them.
+func checkChoice(options, value json.RawMessage) error {
+	var opts []struct {
+		Value json.RawMessage `json:"value"`
+	}
+	_ = json.Unmarshal(options, &opts) // written by handlers.checkOptions
+	allowed := make([]string, 0, len(opts))
+	for _, o := range opts {
+		allowed = append(allowed, compactJSON(o.Value))
+	}
+	var list []json.RawMessage
+	if value[0] == '[' && json.Unmarshal(value, &list) == nil {
+		if len(list) == 0 {
+			return invalid("value", "chooses nothing: give one of %v, or a list of them", allowed)
+		}
+	} else {
+		list = []json.RawMessage{value}
+	}
+	for _, v := range list {
+		if !slices.Contains(allowed, compactJSON(v)) {
+			return invalid("value", "%s is not one of the options: %v", compactJSON(v), allowed)
+		}
+	}
+	return nil
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// cancelRun serves POST /api/sessions/{id}/cancel: a run that has not ended is cancelled.
+func (rt *Runtime) cancelRun(w http.ResponseWriter, r *http.Request, c *caller) error {
+	if err := discardBody(w, r); err != nil {
+		return err
+	}
+	run, err := rt.findRun(r, c)
+	if err != nil {
+		return err
+	}
+	if !c.seesRun(run) {
+		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
+	}
+	cancelled, err := rt.runs.Cancel(r.Context(), rt.opts.AgentID, run.ID, rt.now().UTC())
+	if errors.Is(err, durable.ErrStale) {
+		return &APIError{Code: CodeNotAwaiting, Message: fmt.Sprintf("durable session %s has ended: %s", run.ID, cancelled.Status), AnsweredBy: cancelled.AnsweredBy}
+	}
+	if err != nil {
+		return err
+	}
+	rt.publishRun(r.Context(), cancelled)
+	writeJSON(w, http.StatusOK, recordOf(cancelled))
+	return nil
+}
+
+// restartRun serves POST /api/sessions/{id}/restart: a new run of the same tool with the same
+// input (on this runtime's deployment), answered with the new run's record.
+func (rt *Runtime) restartRun(w http.ResponseWriter, r *http.Request, c *caller) error {
+	if err := discardBody(w, r); err != nil {
+		return err
+	}
+	run, err := rt.findRun(r, c)
+	if err != nil {
+		return err
+	}
+	if !c.owns(run) {
+		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
+	}
+	if _, err := rt.durableTool(run.ToolName); err != nil {
+		return &APIError{Code: CodeInvalidRequest, Message: err.Error()}
+	}
+	next, err := rt.startRun(r.Context(), durable.Run{ToolName: run.ToolName, ParentSessionID: run.ParentSessionID,
+		Owner: run.Owner, ScopeID: run.ScopeID, Input: run.Input, Context: run.Context})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, recordOf(rt.execute(r.Context(), next, nil)))
+	return nil
+}
+
+// pendingApprovals serves GET /sessions/pending-approvals: the parked runs of the agent the
+// caller may answer (spec 4.3, 4.6; CONTRACT §6).
+func (rt *Runtime) pendingApprovals(w http.ResponseWriter, r *http.Request, c *caller) error {
+	runs, err := rt.runs.List(r.Context(), durable.Filter{AgentID: rt.opts.AgentID, Statuses: []string{durable.AwaitingInput}, Limit: sessions.DefaultListLimit})
+	if err != nil {
+		return err
+	}
+	out := make([]runRecord, 0, len(runs))
+	for _, run := range runs {
+		if run.Pause != nil && c.mayAnswer(run, run.Pause) {
+			out = append(out, recordOf(run))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+	return nil
+}
+
+// discardBody reads an optional JSON body that carries nothing: empty, or an object.
+func discardBody(w http.ResponseWriter, r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	var v map[string]json.RawMessage
+	return readJSON(w, r, &v)
+}
+
+// timers are the wake-ups of a runtime without a queue (svc dev): in-process timers, stopped by
+// Close. Runs they would wake are lost with the process, as the README says.
+type timers struct {
+	mu     sync.Mutex
+	closed bool
+	set    map[*time.Timer]struct{}
+	wg     sync.WaitGroup
+}
+
+// after runs fn after d, unless the timers are stopped first.
+func (t *timers) after(d time.Duration, fn func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if t.set == nil {
+		t.set = map[*time.Timer]struct{}{}
+	}
+	var tm *time.Timer
+	t.wg.Add(1)
+	tm = time.AfterFunc(max(d, 0), func() {
+		defer t.wg.Done()
+		t.mu.Lock()
+		_, live := t.set[tm]
+		delete(t.set, tm)
+		t.mu.Unlock()
+		if live {
+			fn()
+		}
+	})
+	t.set[tm] = struct{}{}
+}
+
+// stop stops every timer not yet fired and waits for those running.
+func (t *timers) stop() {
+	t.mu.Lock()
+	t.closed = true
+	for tm := range t.set {
+		if tm.Stop() {
+			t.wg.Done()
+		}
+		delete(t.set, tm)
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+}
