@@ -47,7 +47,9 @@ type Resolver interface {
 
 // Config holds the Router's dependencies. Zero sizes take the documented defaults.
 type Config struct {
-	Resolver   Resolver
+	Resolver Resolver
+	// Lookup finds a deployment by id, for Deployment; nil makes Deployment fail.
+	Lookup     func(ctx context.Context, id string) (registry.Deployment, error)
 	AppsDomain string // e.g. apps.localhost
 	LoadBundle BundleLoader
 	NewRuntime RuntimeFactory
@@ -189,6 +191,25 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	rt.ServeHTTP(w, req)
+}
+
+// Deployment returns the runtime of deployment id, loading its bundle on first use (a durable
+// run resumes on the deployment that started it, whatever serves the agent's URL now).
+func (r *Router) Deployment(ctx context.Context, id string) (Runtime, error) {
+	if rt, ok := r.runtimes.Get(id); ok {
+		return rt, nil
+	}
+	if r.cfg.Lookup == nil {
+		return nil, errors.New("router: no deployment lookup")
+	}
+	d, err := r.cfg.Lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if d.Status != registry.StatusReady || d.BundleKey == "" {
+		return nil, fmt.Errorf("deployment %s is %s, not ready", id, d.Status)
+	}
+	return r.runtime(ctx, d)
 }
 
 // runtime returns the deployment's runtime, loading its bundle on first use.

@@ -43,6 +43,7 @@ type Config struct {
 	AgentStorageMB     int64
 	BodyMemoryMB       int64
 	ApprovalTimeout    time.Duration
+	HandlerTimeout     time.Duration
 	AllowMetadata      bool
 	CompositeMaxDepth  int
 	CompositeMaxCalls  int
@@ -135,7 +136,22 @@ func settings() []setting {
 				c.ApprovalTimeout = d
 				return err
 			}},
+		{flag: "handler-timeout", env: "SVC_HANDLER_TIMEOUT", def: "10s", help: "deadline of one call of a tool of svc/tools, and of one execution of a durable run (a Go duration, 1s to 10m)",
+			bind: func(c *Config, v string) error {
+				d, err := ParseHandlerTimeout(v)
+				c.HandlerTimeout = d
+				return err
+			}},
 	}
+}
+
+// ParseHandlerTimeout reads SVC_HANDLER_TIMEOUT: a Go duration from 1s to 10m.
+func ParseHandlerTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && (d < time.Second || d > 10*time.Minute) {
+		err = errors.New("must be from 1s to 10m")
+	}
+	return d, err
 }
 
 // ParseApprovalTimeout reads SVC_APPROVAL_TIMEOUT: a Go duration from 1s to 168h.

@@ -47,6 +47,13 @@ func devCommand() *cobra.Command {
 			}
 			o.ApprovalTimeout = d
 		}
+		if v, ok := os.LookupEnv("SVC_HANDLER_TIMEOUT"); ok {
+			d, err := ParseHandlerTimeout(v)
+			if err != nil {
+				return fmt.Errorf("setting SVC_HANDLER_TIMEOUT = %q: %w", v, err)
+			}
+			o.HandlerTimeout = d
+		}
 		if defaultModel != "" {
 			m, err := runtime.ParseModel(defaultModel)
 			if err != nil {

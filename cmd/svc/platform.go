@@ -23,6 +23,8 @@ import (
 	"svc/registry"
 	"svc/registry/fsobjects"
 	"svc/registry/s3objects"
+	"svc/runner"
+	"svc/runner/runtime"
 	"svc/webhook"
 	"svc/workers"
 	"svc/workers/asynqqueue"
@@ -235,10 +237,18 @@ func (p *platform) bootstrap(ctx context.Context) (string, error) {
 	return value, nil
 }
 
-// buildMux is the queue's task routing: the build handler. commits, when not nil, is the cache
-// this process's Deployer fills (svc up).
-func (p *platform) buildMux(commits *workers.CommitCache) *workers.ServeMux {
+// buildMux is the queue's task routing: builds, evals, and the wake-ups of durable runs, which
+// run on the runtimes of router. commits, when not nil, is the cache this process's Deployer
+// fills (svc up).
+func (p *platform) buildMux(commits *workers.CommitCache, router *runner.Router) *workers.ServeMux {
 	mux := workers.NewServeMux()
+	mux.Handle(workers.TaskDurableWake, &workers.WakeHandler{Wake: func(ctx context.Context, w workers.Wakeup) error {
+		rt, err := router.Deployment(ctx, w.DeployID)
+		if err != nil {
+			return fmt.Errorf("wake durable run %s: deployment %s: %w", w.RunID, w.DeployID, err)
+		}
+		return rt.(*runtime.Runtime).Wake(ctx, w.RunID)
+	}})
 	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
 		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Sources: workers.NewRegistrySources(p.stores),
 		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Metrics: p.buildMetrics, Tracer: p.tracer, Logger: p.log,

@@ -20,6 +20,8 @@ import (
 	"svc/registry"
 	"svc/runner"
 	"svc/runner/approvals"
+	"svc/runner/durable"
+	"svc/runner/events"
 	"svc/runner/runtime"
 	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
@@ -83,12 +85,13 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	// Approvals live in the database, so that an answer may reach any runner; Redis, when
 	// runners share it, wakes the waiting turn at once.
 	hubCfg := approvals.HubConfig{Store: approvals.NewDB(p.db), Logger: p.log}
+	var rdb *redis.Client
 	if p.cfg.RedisURL != "" {
 		opt, err := redis.ParseURL(p.cfg.RedisURL)
 		if err != nil {
 			return nil, fmt.Errorf("setting REDIS_URL: %w", err)
 		}
-		rdb := redis.NewClient(opt)
+		rdb = redis.NewClient(opt)
 		p.closers = append(p.closers, rdb.Close)
 		locker = redislock.New(rdb, redislock.Config{Logger: p.log})
 		hubCfg.Redis = rdb
@@ -104,8 +107,31 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	}
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
-	return runner.NewRouter(runner.Config{
-		Resolver: p.deploys, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
+	// session_updated reaches the /api/events subscribers of every runner through Redis.
+	var shared redis.UniversalClient // nil, not a nil *redis.Client, without Redis
+	if rdb != nil {
+		shared = rdb
+	}
+	bus, err := events.New(ctx, shared, p.log)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	p.closers = append(p.closers, bus.Close)
+	runs := durable.NewDB(p.db)
+	var router *runner.Router
+	// A durable run resumes on the deployment that started it.
+	elsewhere := func(ctx context.Context, deployID string) (*runtime.Runtime, error) {
+		rt, err := router.Deployment(ctx, deployID)
+		if err != nil {
+			return nil, err
+		}
+		return rt.(*runtime.Runtime), nil
+	}
+	schedule := func(ctx context.Context, w runtime.Wakeup) error {
+		return workers.EnqueueWakeup(ctx, p.queue, workers.Wakeup{AgentID: w.AgentID, DeployID: w.DeployID, RunID: w.RunID, At: w.At})
+	}
+	router, err = runner.NewRouter(runner.Config{
+		Resolver: p.deploys, Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: p.loadAgent,
 		NewRuntime: func(ctx context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
 			env := p.envOf(d.AgentID)
@@ -120,6 +146,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
+				HandlerTimeout: p.cfg.HandlerTimeout, Durable: runs, Schedule: schedule, Elsewhere: elsewhere, Events: bus,
 				Feedback: p.stores.Feedback,
 				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:   runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
@@ -133,6 +160,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			return rt, nil
 		},
 	})
+	return router, err
 }
 
 // envOf resolves env: references of an agent: its secrets first, then the process environment.
@@ -171,15 +199,16 @@ func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 	})
 }
 
-// runQueue processes build tasks until ctx is done, after re-enqueueing builds left queued.
-// commits, when not nil, is shared with the API of this process (svc up).
-func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache) error {
+// runQueue processes the queue's tasks until ctx is done, after re-enqueueing builds left
+// queued. commits, when not nil, is shared with the API of this process (svc up); router runs
+// the wake-ups of durable runs.
+func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, router *runner.Router) error {
 	if n, err := workers.RecoverBuilds(ctx, p.queue, p.deploys); err != nil {
 		p.log.Warn("re-enqueue queued builds", "err", err)
 	} else if n > 0 {
 		p.log.Info("re-enqueued queued builds", "count", n)
 	}
-	return p.queue.Run(ctx, p.buildMux(commits))
+	return p.queue.Run(ctx, p.buildMux(commits, router))
 }
 
 func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
@@ -219,7 +248,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		func(ctx context.Context) error {
 			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { router.Close() })
 		},
-		func(ctx context.Context) error { return p.runQueue(ctx, commits) },
+		func(ctx context.Context) error { return p.runQueue(ctx, commits, router) },
 		p.revocations.Run,
 	)
 }
@@ -252,8 +281,14 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 	if u, err := url.Parse(cfg.RedisURL); err == nil {
 		redisAt = u.Redacted()
 	}
+	// Wake-ups of durable runs run here, on the runtimes of their deployments.
+	router, err := p.newRouter(ctx)
+	if err != nil {
+		return err
+	}
+	defer router.Close()
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
-	return p.runQueue(ctx, nil)
+	return runGroup(ctx, func(ctx context.Context) error { return p.runQueue(ctx, nil, router) }, p.revocations.Run)
 }
 
 func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {

@@ -28,6 +28,8 @@ type DevOptions struct {
 	// SVC_ALLOW_METADATA_ADDRESSES).
 	ApprovalTimeout        time.Duration
 	AllowMetadataAddresses bool
+	// HandlerTimeout is as in Options (SVC_HANDLER_TIMEOUT).
+	HandlerTimeout time.Duration
 	// Tracer is as in Options.
 	Tracer trace.Tracer
 	// Logger receives logs; nil means slog.Default().
@@ -57,7 +59,7 @@ func NewDev(o DevOptions) (*Runtime, *agent.Agent, error) {
 	rt, err := New(Options{
 		Agent: ag, Version: ag.Config.Version, DeployID: "dev", Sessions: memstore.New(),
 		AuthToken: o.AuthToken, Models: NewModels(env, nil), DefaultModel: o.DefaultModel, Env: env,
-		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout,
+		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, HandlerTimeout: o.HandlerTimeout,
 		AllowMetadataAddresses: o.AllowMetadataAddresses, Tracer: o.Tracer, Logger: log,
 	})
 	if err != nil {
