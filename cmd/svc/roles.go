@@ -118,6 +118,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	}
 	p.closers = append(p.closers, bus.Close)
 	runs := durable.NewDB(p.db)
+	if err := runtime.ParkedRuns(p.metrics, runs.CountByStatus); err != nil {
+		return nil, fmt.Errorf("durable metrics: %w", err)
+	}
 	var router *runner.Router
 	// A durable run resumes on the deployment that started it.
 	elsewhere := func(ctx context.Context, deployID string) (*runtime.Runtime, error) {

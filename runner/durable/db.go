@@ -368,3 +368,19 @@ func (s *DB) Cancel(ctx context.Context, agentID, id string, now time.Time) (Run
 	}
 	return s.after(ctx, agentID, id, res.RowsAffected)
 }
+
+// CountByStatus counts the runs of every agent by status (for the svc_durable_runs gauge).
+func (s *DB) CountByStatus(ctx context.Context) (map[string]int64, error) {
+	var rows []struct {
+		Status string
+		N      int64
+	}
+	if err := s.db.WithContext(ctx).Model(&runRow{}).Select("status, COUNT(*) AS n").Group("status").Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("durable: count runs: %w", err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.Status] = r.N
+	}
+	return out, nil
+}

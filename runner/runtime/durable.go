@@ -129,6 +129,9 @@ func (rt *Runtime) startRun(ctx context.Context, run durable.Run) (durable.Run, 
 // deadline bounds it.
 func (rt *Runtime) execute(ctx context.Context, run durable.Run, host tools.Host) durable.Run {
 	ctx = context.WithoutCancel(ctx)
+	began := rt.now()
+	outcome := "lost"
+	defer func() { rt.opts.Metrics.executed(run.ToolName, outcome, rt.now().Sub(began)) }()
 	h, err := rt.durableTool(run.ToolName)
 	var res tools.Result
 	var pause *durable.Pause
@@ -169,6 +172,7 @@ func (rt *Runtime) execute(ctx context.Context, run durable.Run, host tools.Host
 			rt.schedule(ctx, settled, *p.ExpiresAt)
 		}
 	}
+	outcome = settled.Status
 	rt.publishRun(ctx, settled)
 	return settled
 }

@@ -1,8 +1,12 @@
 package runtime
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/runner/durable"
 	"svc/runner/turn"
 )
 
@@ -14,6 +18,7 @@ type Metrics struct {
 	firstDelta prometheus.Histogram
 	tokens     *prometheus.CounterVec
 	toolCalls  *prometheus.CounterVec
+	executions *prometheus.HistogramVec
 }
 
 var _ turn.Observer = (*Metrics)(nil)
@@ -37,8 +42,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "svc_tool_calls_total", Help: "Tool calls by tool and status (success, error).",
 		}, []string{"tool", "status"}),
+		executions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "svc_durable_execution_seconds", Help: "Executions of durable tool runs (a start or resume to the next pause or the end) by tool and outcome (completed, failed, awaiting-input, sleeping, lost).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"tool", "outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.streams, m.turns, m.firstDelta, m.tokens, m.toolCalls} {
+	for _, c := range []prometheus.Collector{m.streams, m.turns, m.firstDelta, m.tokens, m.toolCalls, m.executions} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -70,6 +79,40 @@ func (m *Metrics) TurnDone(r turn.Report) {
 			status = "error"
 		}
 		m.toolCalls.WithLabelValues(t.Name, status).Inc()
+	}
+}
+
+// executed records one execution of a durable run.
+func (m *Metrics) executed(tool, outcome string, d time.Duration) {
+	if m != nil {
+		m.executions.WithLabelValues(tool, outcome).Observe(d.Seconds())
+	}
+}
+
+// ParkedRuns registers svc_durable_runs, the durable runs of every agent by status, read from
+// count at each scrape (the database holds them, not a process).
+func ParkedRuns(reg prometheus.Registerer, count func(ctx context.Context) (map[string]int64, error)) error {
+	return reg.Register(&runsCollector{count: count, desc: prometheus.NewDesc("svc_durable_runs",
+		"Durable tool runs by status (awaiting-input and sleeping runs are parked), in the platform database.", []string{"status"}, nil)})
+}
+
+type runsCollector struct {
+	count func(ctx context.Context) (map[string]int64, error)
+	desc  *prometheus.Desc
+}
+
+func (c *runsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := c.count(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for _, status := range []string{durable.Running, durable.AwaitingInput, durable.Sleeping, durable.Completed, durable.Failed, durable.Cancelled} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[status]), status)
 	}
 }
 

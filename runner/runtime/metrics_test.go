@@ -4,9 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"svc/migrations/dbtest"
+	"svc/runner/durable"
 	"svc/runner/runtime"
 )
 
@@ -51,5 +54,49 @@ svc_tool_calls_total{status="success",tool="store__tickets__get"} 1
 				t.Errorf("first delta observations = %d, want 3", c)
 			}
 		}
+	}
+}
+
+// Durable executions are counted by tool and outcome, and svc_durable_runs reads the parked
+// runs from the store at each scrape.
+func TestDurableMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := runtime.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := dbtest.SQLite(t)
+	runs := durable.NewDB(db)
+	if err := runtime.ParkedRuns(reg, runs.CountByStatus); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), Metrics: m, Durable: runs})
+	e.chat("", map[string]any{"message": `/tool refund_request {"customer_id":"c1","amount_eur":900,"reason":"x"}`})
+	e.chat("", map[string]any{"message": `/tool refund_request {"customer_id":"c2","amount_eur":10,"reason":"x"}`})
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	parked := map[string]float64{}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch f.GetName() {
+			case "svc_durable_execution_seconds":
+				got[labels["tool"]+" "+labels["outcome"]] = mt.GetHistogram().GetSampleCount()
+			case "svc_durable_runs":
+				parked[labels["status"]] = mt.GetGauge().GetValue()
+			}
+		}
+	}
+	if want := map[string]uint64{"refund_request awaiting-input": 1, "refund_request completed": 1}; !cmp.Equal(got, want) {
+		t.Errorf("executions %v, want %v", got, want)
+	}
+	if parked["awaiting-input"] != 1 || parked["completed"] != 1 || parked["sleeping"] != 0 {
+		t.Errorf("svc_durable_runs %v", parked)
 	}
 }
