@@ -267,3 +267,33 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// A durable execution that runs past its deadline fails the run, naming the deadline; without a
+// persistent store (svc dev) a parked run is gone with its runtime (spec 4.7 rule 8).
+func TestDurableDeadlineAndMemoryStore(t *testing.T) {
+	runs := &durable.Memory{}
+	e := start(t, runtime.Options{Agent: durableAgent(t, `export default async function (p: any, ctx: any) {
+  await ctx.step("a", () => 1);
+  while (true) {}
+}`), Durable: runs, HandlerTimeout: time.Second})
+	fs := e.chat("", map[string]any{"message": `/tool flow {}`})
+	res := ofType(fs, "tool_call_result")
+	if len(res) != 1 || res[0].Data["status"] != "error" || !strings.Contains(str(res[0].Data["error"]), "ran past its 1s deadline") {
+		t.Fatalf("result %v", res)
+	}
+	list, _ := runs.List(t.Context(), durable.Filter{})
+	if len(list) != 1 || list[0].Status != durable.Failed || !strings.Contains(list[0].Error, "deadline") {
+		t.Errorf("runs %+v", list)
+	}
+
+	parking := durableAgent(t, `export default async (p: any, ctx: any) => ctx.waitForApproval("ok?");`)
+	first := start(t, runtime.Options{Agent: parking})
+	id := startFlow(t, first)
+	second := start(t, runtime.Options{Agent: parking})
+	if r := second.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 404 {
+		t.Errorf("answer on a runtime with its own memory store: %d %s", r.Status, r.Body)
+	}
+	if r := first.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 200 || r.JSON["status"] != "completed" {
+		t.Errorf("answer on the runtime that holds it: %d %s", r.Status, r.Body)
+	}
+}

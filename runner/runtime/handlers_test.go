@@ -153,3 +153,45 @@ func TestSubagentAttachments(t *testing.T) {
 		t.Errorf("a context file reached the top-level model")
 	}
 }
+
+// A handler that recurses through subagents (a tool that asks a specialist whose model calls the
+// same tool again) stops at the depth bound: the innermost call fails naming the limit, and that
+// error goes back up as the specialists' answers (spec 4.7 rules 2, 3).
+func TestSubagentRecursionIsBounded(t *testing.T) {
+	dir := agenttest.Write(t, map[string]string{
+		"svc.json":                    `{"name": "rec", "version": "1", "models": {"main": {"provider": "echo", "model": "echo"}}}`,
+		"agents/default/AGENT.md":     "You are the desk.",
+		"agents/default/agent.json":   `{"name": "default", "tools": ["recurse"]}`,
+		"agents/loop/AGENT.md":        "You loop.",
+		"agents/loop/agent.json":      `{"name": "loop", "tools": ["recurse"]}`,
+		"svc/tools/recurse/tool.json": `{"name": "recurse", "parameters": {"type": "object"}, "uses": {"subagents": ["loop"]}}`,
+		"svc/tools/recurse/handler.ts": "export default async function (p: any, ctx: any) {\n  return await ctx.callSubagent(\"loop\", \"/tool recurse {}\");\n}\n",
+	})
+	ag, err := agent.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, runtime.Options{Agent: ag, CompositeMaxDepth: 3})
+	fs := e.chat("", map[string]any{"message": `/tool recurse {}`})
+	res := ofType(fs, "tool_call_result")
+	if len(res) != 1 || !strings.Contains(str(res[0].Data["content"]), "(SVC_COMPOSITE_MAX_DEPTH)") {
+		t.Fatalf("result %v", res)
+	}
+	if n := len(ofType(fs, "subagent_event")); n == 0 {
+		t.Errorf("no subagent_event frames")
+	}
+	if d := done(t, fs); d["reason"] != "model_stop" {
+		t.Errorf("done %v", d)
+	}
+}
+
+// A tool manifest alone exposes no route, schedule or webhook (spec 4.7 rule 10): tools run only
+// when a model (or a handler) calls them.
+func TestToolsExposeNoRoutes(t *testing.T) {
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk")})
+	for _, path := range []string{"/tools/refund_request", "/refund_request", "/api/tools/triage", "/webhooks/refund_request"} {
+		if r := e.do("POST", path, "", map[string]any{}); r.Status != 404 {
+			t.Errorf("POST %s = %d %s", path, r.Status, r.Body)
+		}
+	}
+}
