@@ -159,12 +159,12 @@ func TestSubagentAttachments(t *testing.T) {
 // error goes back up as the specialists' answers (spec 4.7 rules 2, 3).
 func TestSubagentRecursionIsBounded(t *testing.T) {
 	dir := agenttest.Write(t, map[string]string{
-		"svc.json":                    `{"name": "rec", "version": "1", "models": {"main": {"provider": "echo", "model": "echo"}}}`,
-		"agents/default/AGENT.md":     "You are the desk.",
-		"agents/default/agent.json":   `{"name": "default", "tools": ["recurse"]}`,
-		"agents/loop/AGENT.md":        "You loop.",
-		"agents/loop/agent.json":      `{"name": "loop", "tools": ["recurse"]}`,
-		"svc/tools/recurse/tool.json": `{"name": "recurse", "parameters": {"type": "object"}, "uses": {"subagents": ["loop"]}}`,
+		"svc.json":                     `{"name": "rec", "version": "1", "models": {"main": {"provider": "echo", "model": "echo"}}}`,
+		"agents/default/AGENT.md":      "You are the desk.",
+		"agents/default/agent.json":    `{"name": "default", "tools": ["recurse"]}`,
+		"agents/loop/AGENT.md":         "You loop.",
+		"agents/loop/agent.json":       `{"name": "loop", "tools": ["recurse"]}`,
+		"svc/tools/recurse/tool.json":  `{"name": "recurse", "parameters": {"type": "object"}, "uses": {"subagents": ["loop"]}}`,
 		"svc/tools/recurse/handler.ts": "export default async function (p: any, ctx: any) {\n  return await ctx.callSubagent(\"loop\", \"/tool recurse {}\");\n}\n",
 	})
 	ag, err := agent.LoadDir(dir)
