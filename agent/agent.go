@@ -237,7 +237,10 @@ type Eval struct {
 	Title       string            // from "# Eval: <title>"
 	Description string            // text between the heading and "## Setup"
 	Context     map[string]string // from the "Context: k=v, k2=v2" line of "## Setup"
-	Query       string            // the quoted user message of "## Query", quotes removed
+	// AllowWrites names the connections the eval lets the agent write to, from the "Allow
+	// writes: a, b" line of "## Setup" ("*" for every one); empty: no connection writes.
+	AllowWrites []string
+	Query       string // the quoted user message of "## Query", quotes removed
 	Assertions  []Assertion
 }
 

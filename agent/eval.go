@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -41,6 +42,7 @@ func parseEval(file, name string, data []byte, c *collector) *Eval {
 		switch key {
 		case "setup":
 			e.Context = parseEvalSetup(file, sec, c)
+			e.AllowWrites = parseAllowWrites(file, sec, c)
 		case "query":
 			q := sec.text()
 			if len(q) < 2 || !strings.HasPrefix(q, `"`) || !strings.HasSuffix(q, `"`) {
@@ -96,6 +98,45 @@ func parseEvalSetup(file string, sec mdSection, c *collector) map[string]string 
 		}
 	}
 	return ctx
+}
+
+// parseAllowWrites reads the "Allow writes: conn, conn2" line of "## Setup" ("*": every
+// connection); the names are checked against the agent's connections once they are loaded.
+func parseAllowWrites(file string, sec mdSection, c *collector) []string {
+	var out []string
+	seen := false
+	for i, l := range sec.body {
+		rest, ok := cutPrefixFold(strings.TrimSpace(l), "Allow writes:")
+		if !ok {
+			continue
+		}
+		line := sec.first + i
+		if seen {
+			c.add(file, line, `more than one "Allow writes:" line`)
+			continue
+		}
+		seen = true
+		for name := range strings.SplitSeq(rest, ",") {
+			name = strings.TrimSpace(name)
+			switch {
+			case name == "":
+				c.add(file, line, `"Allow writes:" lists an empty name: give connection names separated by commas, or *`)
+			case slices.Contains(out, name):
+				c.add(file, line, `"Allow writes:" lists %q twice`, name)
+			default:
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// cutPrefixFold is strings.CutPrefix ignoring the case of prefix.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
 }
 
 func hasKey(m map[string]string, k string) bool {

@@ -39,6 +39,12 @@ func TestEvalProblems(t *testing.T) {
 				{File: file, Line: 3, Message: `"Context:" sets "a" twice`},
 				{File: file, Line: 4, Message: `more than one "Context:" line`},
 			}},
+		{name: "allow writes", files: eval("# Eval: t\n## Setup\nAllow writes: ghost, ghost, *\nallow writes: x\n## Query\n\"hi\"\n## Assertions\n- Should greet\n"),
+			want: []Problem{
+				{File: file, Message: `"Allow writes:" names "ghost", which is not a connection (no folder svc/connections/ghost)`},
+				{File: file, Line: 3, Message: `"Allow writes:" lists "ghost" twice`},
+				{File: file, Line: 4, Message: `more than one "Allow writes:" line`},
+			}},
 		{name: "duplicate section", files: eval("# Eval: t\n## Query\n\"hi\"\n## query\n\"again\"\n## Assertions\n- Should greet\n"),
 			want: []Problem{{File: file, Line: 4, Message: `duplicate section "## query"`}}},
 	})

@@ -98,6 +98,14 @@ func (l *loader) checkReferences() {
 			}
 		}
 	}
+
+	for _, name := range sortedKeys(a.Evals) {
+		for _, conn := range a.Evals[name].AllowWrites {
+			if conn != "*" && a.Connections[conn] == nil {
+				l.c.add("evals/"+name+".md", 0, `"Allow writes:" names %q, which is not a connection (no folder svc/connections/%s)`, conn, conn)
+			}
+		}
+	}
 }
 
 // duplicateChecker returns a function that reports (and records a problem for) a value listed

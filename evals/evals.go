@@ -17,6 +17,8 @@ type ChatRequest struct {
 	Metadata map[string]string // {"source": "eval"}
 	// MaxSessionTokens bounds the session's tokens; 0 leaves the deployment's own limit.
 	MaxSessionTokens int
+	// AllowWrites are the connections the eval lets the agent write to (its "Allow writes:").
+	AllowWrites []string
 }
 
 // ChatFunc runs req as the first turn of a new session and returns what the turn did. It is
@@ -182,6 +184,7 @@ func runOnce(ctx context.Context, p *Params, e *agent.Eval) (RunResult, error) {
 		Context:          e.Context,
 		Metadata:         map[string]string{"source": "eval"},
 		MaxSessionTokens: p.MaxSessionTokens,
+		AllowWrites:      e.AllowWrites,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -44,6 +44,7 @@ type Config struct {
 	BodyMemoryMB       int64
 	ApprovalTimeout    time.Duration
 	HandlerTimeout     time.Duration
+	EvalMaxTokens      int
 	AllowMetadata      bool
 	CompositeMaxDepth  int
 	CompositeMaxCalls  int
@@ -128,6 +129,8 @@ func settings() []setting {
 				c.EvalJudgeModel = v
 				return nil
 			}},
+		{flag: "eval-max-session-tokens", env: "SVC_EVAL_MAX_SESSION_TOKENS", def: "200000", help: "tokens one eval run's session may spend (its max_session_tokens), 1,000 to 10,000,000",
+			bind: bounded(1000, 10_000_000, func(c *Config) *int { return &c.EvalMaxTokens })},
 		{flag: "eval-runs", env: "SVC_EVAL_RUNS", def: "1", help: "how many times each eval runs; it passes when every run passes (1 to 10)",
 			bind: bounded(1, 10, func(c *Config) *int { return &c.EvalRuns })},
 		{flag: "approval-timeout", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",

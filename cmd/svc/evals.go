@@ -82,9 +82,10 @@ func (p *platform) runEvals(ctx context.Context, d registry.Deployment) (string,
 		return "", nil, fmt.Errorf("judge model %s/%s: %w", ref.Provider, ref.Model, err)
 	}
 	res, err := evals.Run(ctx, evals.Params{
-		Evals: list, Judge: judge, JudgeModel: ref.Model, Runs: p.cfg.EvalRuns,
+		Evals: list, Judge: judge, JudgeModel: ref.Model, Runs: p.cfg.EvalRuns, MaxSessionTokens: p.cfg.EvalMaxTokens,
 		Chat: func(ctx context.Context, req evals.ChatRequest) (evals.Transcript, error) {
-			id, frames, err := rt.RunTurn(ctx, req.Message, req.Context, req.Metadata, req.MaxSessionTokens)
+			id, frames, err := rt.RunTurn(ctx, runtime.EvalTurn{Message: req.Message, Context: req.Context, Metadata: req.Metadata,
+				MaxSessionTokens: req.MaxSessionTokens, AllowWrites: req.AllowWrites})
 			return evals.Transcript{SessionID: id, Frames: frames}, err
 		},
 	})

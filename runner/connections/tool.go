@@ -289,6 +289,12 @@ func (t *Tool) prepare(call tools.Call) (*prepared, error) {
 		return nil, fmt.Errorf("connection %s: %w", p.conn.def.Name, err)
 	}
 	p.verdict = v
+	if ev := call.Session.Eval; ev != nil && mutating(p.method) {
+		if !ev.MayWrite(p.conn.def.Name) {
+			return nil, fmt.Errorf("connection %s: %s %s: an eval makes no writes unless it allows them: add the line \"Allow writes: %s\" under ## Setup of the eval", p.conn.def.Name, p.method, p.path.escaped, p.conn.def.Name)
+		}
+		p.verdict.confirm = false // the eval's permission stands for the user's approval
+	}
 	return p, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 	"svc/runner/sse"
+	"svc/runner/tools"
 	"svc/runner/turn"
 )
 
@@ -40,7 +41,7 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	}
 	return rt.turns.Begin(ctx, turn.Start{
 		Session: l, Lock: lk, Text: in.text, Redacted: redacted, Parts: in.parts, Size: size, Warnings: in.warnings,
-		Metadata: req.Metadata, Context: req.Context, Attachments: in.files,
+		Metadata: req.Metadata, Context: req.Context, Attachments: in.files, Eval: req.eval,
 		Caller: turn.Caller{UserID: c.userID, AuthMethod: c.method},
 	})
 }
@@ -317,14 +318,28 @@ func (s *collectSink) Emit(f *sse.Frame) error {
 	return nil
 }
 
-// RunTurn runs message as the first turn of a new session, in this process, as a trusted
-// caller of the platform itself (its evals): the session is stored as any other and readable
-// through the history routes. It returns the session id and every frame of the turn; an error
-// is a turn that could not start (an invalid request, a store that fails).
-func (rt *Runtime) RunTurn(ctx context.Context, message string, chatContext, metadata map[string]string, maxSessionTokens int) (string, []sse.Frame, error) {
-	req := &chatRequest{Message: &message, Context: chatContext, Metadata: metadata}
-	if maxSessionTokens > 0 {
-		n := int64(maxSessionTokens)
+// EvalTurn is a turn an eval runs (RunTurn).
+type EvalTurn struct {
+	Message          string
+	Context          map[string]string
+	Metadata         map[string]string
+	MaxSessionTokens int // 0: the deployment's own limit
+	// AllowWrites names the connections the eval lets the agent write to ("*": all); without
+	// them every mutating connection call is refused.
+	AllowWrites []string
+}
+
+// RunTurn runs an eval's message as the first turn of a new session, in this process, as a
+// trusted caller of the platform itself: the session is stored as any other and readable
+// through the history routes. Connection writes need the eval's permission, and a durable run
+// the turn starts is cancelled at its first pause. It returns the session id and every frame of
+// the turn; an error is a turn that could not start (an invalid request, a store that fails).
+func (rt *Runtime) RunTurn(ctx context.Context, et EvalTurn) (string, []sse.Frame, error) {
+	message := et.Message
+	req := &chatRequest{Message: &message, Context: et.Context, Metadata: et.Metadata,
+		eval: &tools.EvalPolicy{AllowWrites: et.AllowWrites}}
+	if et.MaxSessionTokens > 0 {
+		n := int64(et.MaxSessionTokens)
 		req.MaxSessionTokens = &n
 	}
 	t, err := rt.beginTurn(ctx, &caller{method: MethodInternal}, req)

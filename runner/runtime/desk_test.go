@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"svc/agent"
+	"svc/runner/durable"
 	"svc/runner/models"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
@@ -203,5 +204,61 @@ func TestTriageComposite(t *testing.T) {
 	fs = e.chat("", map[string]any{"message": `/tool triage {"customer_id": "acme", "subject": "VPN"}`})
 	if r := ofType(fs, "tool_call_result"); len(r) != 1 || r[0].Data["result"].(map[string]any)["ticket"] != "acme-2" {
 		t.Errorf("second triage: %v", r)
+	}
+}
+
+// An eval's turn makes no connection write unless the eval allows it ("Allow writes:"), and then
+// without asking; a durable tool it starts is cancelled at its first pause (issue 15, item 5).
+func TestEvalTurnsAreSafe(t *testing.T) {
+	var mu sync.Mutex
+	var writes int
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "POST" {
+			mu.Lock()
+			writes++
+			mu.Unlock()
+		}
+		io.WriteString(w, `{"ok": true}`)
+	}))
+	defer api.Close()
+	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": "t"}
+	runs := &durable.Memory{}
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), Durable: runs,
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	write := `/tool request {"connection": "status", "method": "POST", "path": "/incidents/inc_1/subscribe", "body": {"email": "a@b.c"}, "intent": "write"}`
+	result := func(et runtime.EvalTurn) map[string]any {
+		t.Helper()
+		_, frames, err := e.rt.RunTurn(t.Context(), et)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range frames {
+			if f.Type == "confirmation_required" {
+				t.Errorf("an eval turn asked for approval")
+			}
+			if f.Type == "tool_call_result" {
+				return map[string]any{"status": f.Status, "error": f.Error, "content": f.Content}
+			}
+		}
+		t.Fatal("no tool result")
+		return nil
+	}
+	if r := result(runtime.EvalTurn{Message: write}); r["status"] != "error" || !strings.Contains(str(r["error"]), `add the line "Allow writes: status" under ## Setup of the eval`) || writes != 0 {
+		t.Errorf("a write without permission: %v, %d writes", r, writes)
+	}
+	if r := result(runtime.EvalTurn{Message: write, AllowWrites: []string{"status"}}); r["status"] != "success" || writes != 1 {
+		t.Errorf("a write with permission: %v, %d writes", r, writes)
+	}
+	if r := result(runtime.EvalTurn{Message: write, AllowWrites: []string{"*"}}); r["status"] != "success" || writes != 2 {
+		t.Errorf("a write with permission for every connection: %v, %d writes", r, writes)
+	}
+	r := result(runtime.EvalTurn{Message: `/tool refund_request {"customer_id": "c9", "amount_eur": 900, "reason": "x"}`})
+	if r["status"] != "success" || !strings.Contains(str(r["content"]), `"status":"cancelled"`) {
+		t.Errorf("a durable tool in an eval: %v", r)
+	}
+	list, _ := runs.List(t.Context(), durable.Filter{})
+	if len(list) != 1 || list[0].Status != durable.Cancelled {
+		t.Errorf("runs %+v", list)
 	}
 }

@@ -64,6 +64,16 @@ func (d *durableStart) Call(ctx context.Context, call tools.Call) (tools.Result,
 		return tools.Result{}, err
 	}
 	run = rt.execute(ctx, run, call.Host)
+	if call.Session.Eval != nil && durable.Parked(run.Status) {
+		// An eval never runs a durable tool past its first pause: nobody will answer it.
+		cancelled, err := rt.runs.Cancel(ctx, rt.opts.AgentID, run.ID, rt.now().UTC())
+		if err == nil {
+			rt.publishRun(ctx, cancelled)
+			b, _ := json.Marshal(map[string]any{"session_id": run.ID, "status": cancelled.Status, "paused_at": run.Pause.Kind,
+				"question": run.Pause.Question, "message": "The run reached its first pause and was cancelled: an eval does not wait for answers."})
+			return tools.Result{Content: string(b), Data: b}, nil
+		}
+	}
 	switch run.Status {
 	case durable.Completed:
 		return resultOf(run.Result), nil

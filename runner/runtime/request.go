@@ -36,6 +36,8 @@ const (
 // chatRequest is the chat body of spec §2.5, plus the body of the AI SDK's useChat
 // ({id, messages}) that /chat/ai-stream also accepts.
 type chatRequest struct {
+	// eval is set by RunTurn for an eval's turn; never from JSON.
+	eval             *tools.EvalPolicy
 	Message          *string           `json:"message"`
 	SessionID        string            `json:"session_id"`
 	ScopeID          string            `json:"scope_id"`

@@ -473,7 +473,8 @@ func TestHistoryByMetadata(t *testing.T) {
 // RunTurn runs a turn in process and returns its frames; the session is stored like any other.
 func TestRunTurn(t *testing.T) {
 	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk")})
-	id, frames, err := e.rt.RunTurn(context.Background(), `/tool store__tickets__get {"key": "x"}`, map[string]string{"plan": "pro"}, map[string]string{"source": "eval"}, 1000)
+	id, frames, err := e.rt.RunTurn(context.Background(), runtime.EvalTurn{Message: `/tool store__tickets__get {"key": "x"}`,
+		Context: map[string]string{"plan": "pro"}, Metadata: map[string]string{"source": "eval"}, MaxSessionTokens: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +489,7 @@ func TestRunTurn(t *testing.T) {
 	if h.Status != 200 || h.JSON["metadata"].(map[string]any)["source"] != "eval" {
 		t.Errorf("history of %s: %d %s", id, h.Status, h.Body)
 	}
-	if _, _, err := e.rt.RunTurn(context.Background(), "", nil, nil, 0); err == nil {
+	if _, _, err := e.rt.RunTurn(context.Background(), runtime.EvalTurn{}); err == nil {
 		t.Error("an empty message ran")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync/atomic"
 
 	"svc/runner/models"
@@ -52,6 +53,20 @@ type Session struct {
 	// Attachments are the files the user sent with this turn's message, those delivered to the
 	// model and those kept for tools only (delivery "context"). Read only.
 	Attachments []Attachment
+	// Eval, when set, marks a session an eval runs: connection writes need the eval's
+	// permission, and durable runs stop at their first pause.
+	Eval *EvalPolicy
+}
+
+// EvalPolicy is what an eval allows its session (the "Allow writes:" line of its ## Setup).
+type EvalPolicy struct {
+	// AllowWrites names the connections the eval lets the agent write to; "*" is every one.
+	AllowWrites []string
+}
+
+// MayWrite reports whether the eval allows mutating calls of connection conn.
+func (p *EvalPolicy) MayWrite(conn string) bool {
+	return p != nil && (slices.Contains(p.AllowWrites, "*") || slices.Contains(p.AllowWrites, conn))
 }
 
 // Attachment is a file the user sent with a message.

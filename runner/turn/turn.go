@@ -47,6 +47,8 @@ type Start struct {
 	// the session's context.
 	Metadata map[string]string
 	Context  map[string]string
+	// Eval marks a turn an eval runs (tools.Session.Eval); nil for every chat.
+	Eval *tools.EvalPolicy
 }
 
 // Turn is one chat turn between Begin and the done frame of Run.
@@ -71,6 +73,7 @@ type Turn struct {
 	meta     map[string]string // the session's metadata when the turn began
 	owner    string            // the session's owner and scope, for the durable runs it starts
 	scope    string
+	eval     *tools.EvalPolicy
 	caller   Caller
 	files    []tools.Attachment
 	budget   int
@@ -107,7 +110,7 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 		t.Abandon()
 		return nil, err
 	}
-	t.files, t.caller = st.Attachments, st.Caller
+	t.files, t.caller, t.eval = st.Attachments, st.Caller, st.Eval
 	t.setup(st, kept)
 	// An eviction between lookup and lock must not orphan the running turn: its queue is
 	// found through the cache.
@@ -264,7 +267,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			Session: tools.Session{ID: t.l.ID, Owner: t.owner, ScopeID: t.scope, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files}, Approvals: t.approvals(),
+			Session: tools.Session{ID: t.l.ID, Owner: t.owner, ScopeID: t.scope, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files, Eval: t.eval}, Approvals: t.approvals(),
 			Tracer:  t.e.cfg.Tracer,
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})
