@@ -34,8 +34,9 @@ type EvalHandler struct {
 	Deployments *registry.Deployments
 	Statuses    *registry.CommitStatuses
 	Run         EvalRunner
-	// Notify, when set, is told of each svc/evals status recorded (to post it to the git host).
-	Notify func(ctx context.Context, agentID, commit, state, description string)
+	// Notify, when set, is told of each svc/evals status recorded for run r (to post it to the
+	// git host).
+	Notify func(ctx context.Context, r registry.EvalRun, state, description string)
 	Logger *slog.Logger
 }
 
@@ -123,7 +124,7 @@ func (h *EvalHandler) finish(ctx context.Context, r registry.EvalRun, state stri
 		return err
 	}
 	if h.Notify != nil {
-		h.Notify(ctx, r.AgentID, r.CommitSHA, state, desc)
+		h.Notify(ctx, r, state, desc)
 	}
 	return nil
 }

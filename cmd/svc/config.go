@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,6 +46,7 @@ type Config struct {
 	ApprovalTimeout    time.Duration
 	HandlerTimeout     time.Duration
 	EvalMaxTokens      int
+	PublicURL          string
 	AllowMetadata      bool
 	CompositeMaxDepth  int
 	CompositeMaxCalls  int
@@ -131,6 +133,18 @@ func settings() []setting {
 			}},
 		{flag: "eval-max-session-tokens", env: "SVC_EVAL_MAX_SESSION_TOKENS", def: "200000", help: "tokens one eval run's session may spend (its max_session_tokens), 1,000 to 10,000,000",
 			bind: bounded(1000, 10_000_000, func(c *Config) *int { return &c.EvalMaxTokens })},
+		{flag: "public-url", env: "SVC_PUBLIC_URL", def: "", help: "the platform API's address as git hosts and browsers reach it (http or https), for links to eval results in commit statuses; empty: no links",
+			bind: func(c *Config, v string) error {
+				v = strings.TrimRight(v, "/")
+				if v != "" {
+					u, err := url.Parse(v)
+					if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+						return errors.New("want an absolute http or https URL such as https://svc.example.com")
+					}
+				}
+				c.PublicURL = v
+				return nil
+			}},
 		{flag: "eval-runs", env: "SVC_EVAL_RUNS", def: "1", help: "how many times each eval runs; it passes when every run passes (1 to 10)",
 			bind: bounded(1, 10, func(c *Config) *int { return &c.EvalRuns })},
 		{flag: "approval-timeout", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",

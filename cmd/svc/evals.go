@@ -107,15 +107,17 @@ func (p *platform) defaultModel() agent.ModelRef {
 func (p *platform) queueEvals(ctx context.Context, d registry.Deployment) (registry.EvalRun, error) {
 	r, err := workers.QueueEvals(ctx, p.queue, p.stores.EvalRuns, p.stores.CommitStatuses, d)
 	if err == nil && d.CommitSHA != "" {
-		p.postStatus(ctx, d.AgentID, d.CommitSHA, string(registry.StatePending), "evals of deployment "+d.ID+" are queued")
+		p.postStatus(ctx, r, string(registry.StatePending), "evals of deployment "+d.ID+" are queued")
 	}
 	return r, err
 }
 
-// postStatus posts an svc/evals status to the git host of the agent's source when the agent has
-// a host token (the agent secret GITHUB_TOKEN, GITEA_TOKEN or GITLAB_TOKEN). A failure is
-// retried, then logged: it never changes the gate, which reads the platform's own statuses.
-func (p *platform) postStatus(ctx context.Context, agentID, commit, state, description string) {
+// postStatus posts the svc/evals status of eval run r to the git host of the agent's source when
+// the agent has a host token (the agent secret GITHUB_TOKEN, GITEA_TOKEN or GITLAB_TOKEN), with a
+// link to the run's results when SVC_PUBLIC_URL is set. A failure is retried, then logged: it
+// never changes the gate, which reads the platform's own statuses.
+func (p *platform) postStatus(ctx context.Context, r registry.EvalRun, state, description string) {
+	agentID, commit := r.AgentID, r.CommitSHA
 	src, err := p.stores.Sources.Get(ctx, agentID)
 	if err != nil || src.Type != registry.SourceGit {
 		return
@@ -128,6 +130,9 @@ func (p *platform) postStatus(ctx context.Context, agentID, commit, state, descr
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		st := githost.Status{Commit: commit, State: state, Context: registry.EvalsContext, Description: description}
+		if p.cfg.PublicURL != "" {
+			st.TargetURL = p.cfg.PublicURL + "/api/deployments/" + r.DeployID + "/evals"
+		}
 		if err := (githost.Poster{}).Post(pctx, githost.KindOf(name), src.URL, token, st); err != nil {
 			p.log.WarnContext(ctx, "post commit status to the git host", "agent_id", agentID, "commit", commit, "err", err)
 		}

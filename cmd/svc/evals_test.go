@@ -21,6 +21,7 @@ import (
 // again on demand.
 func TestEvalsAfterBuild(t *testing.T) {
 	t.Setenv("SUPPORT_DB_URL", filepath.Join(t.TempDir(), "stores.db"))
+	t.Setenv("SVC_PUBLIC_URL", "https://svc.example.com/")
 	p := startPlatform(t)
 	a, _, _ := newGitAgent(t, p, "evald", "support-desk")
 	d := redeploy(t, p, client.RedeployRequest{AgentID: a.AgentID, Environment: "production"})
@@ -107,7 +108,7 @@ func TestEvalsAfterBuild(t *testing.T) {
 		var body map[string]string
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		mu.Lock()
-		posted = append(posted, r.URL.Path+" "+r.Header.Get("Authorization")+" "+body["state"]+" "+body["context"])
+		posted = append(posted, r.URL.Path+" "+r.Header.Get("Authorization")+" "+body["state"]+" "+body["context"]+" "+body["target_url"])
 		mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	}))
@@ -124,8 +125,9 @@ func TestEvalsAfterBuild(t *testing.T) {
 	mu.Lock()
 	got := strings.Join(posted, "\n")
 	mu.Unlock()
-	want := "/api/v1/repos/acme/desk/statuses/" + run.Commit + " token gitea-tok pending svc/evals\n" +
-		"/api/v1/repos/acme/desk/statuses/" + run.Commit + " token gitea-tok failure svc/evals"
+	link := " https://svc.example.com/api/deployments/" + d.DeployID + "/evals"
+	want := "/api/v1/repos/acme/desk/statuses/" + run.Commit + " token gitea-tok pending svc/evals" + link + "\n" +
+		"/api/v1/repos/acme/desk/statuses/" + run.Commit + " token gitea-tok failure svc/evals" + link
 	if got != want {
 		t.Errorf("the git host got:\n%s\nwant:\n%s", got, want)
 	}
