@@ -96,6 +96,13 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 		locker = redislock.New(rdb, redislock.Config{Logger: p.log})
 		hubCfg.Redis = rdb
 	}
+	// Turns that a dead process left running end now, interrupted, with what they streamed
+	// (those whose lock a live runner holds are left alone).
+	if n, err := turn.RecoverInterrupted(ctx, store, locker, time.Now); err != nil {
+		p.log.Warn("end the turns a stopped process left running", "err", err)
+	} else if n > 0 {
+		p.log.Info("ended turns a stopped process left running", "count", n)
+	}
 	hub, err := approvals.NewHub(ctx, hubCfg)
 	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)

@@ -90,6 +90,34 @@ type State struct {
 	// Summary replaces Messages[:SummaryUpTo] in what the model sees (compaction, spec §8).
 	Summary     string `json:"summary,omitempty"`
 	SummaryUpTo int    `json:"summary_up_to,omitempty"`
+	// Partial is the text the running turn has streamed so far, stored from time to time while
+	// it streams, so that a turn cut short by the death of its process keeps what it said (see
+	// Interrupt). Empty between turns.
+	Partial string `json:"partial,omitempty"`
+}
+
+// Interrupt ends a turn that its process left running (it died, or lost the turn lock): when
+// the history ends with the turn's user message, the text the turn had streamed (State.Partial)
+// becomes an assistant entry marked Interrupted, as for a client that disconnects. The session
+// goes back to idle. It reports whether s was such a session.
+func Interrupt(s *Session, now time.Time) bool {
+	if s.Status != StatusRunning {
+		return false
+	}
+	if n := len(s.Messages); n > 0 && s.Messages[n-1].Role == models.RoleUser {
+		s.Messages = append(s.Messages, Entry{Message: models.Message{Role: models.RoleAssistant, Content: s.State.Partial}, At: now, Interrupted: true})
+		s.StoredBytes += int64(len(s.State.Partial))
+	}
+	s.State.Partial = ""
+	s.Status = StatusIdle
+	s.UpdatedAt = now
+	return true
+}
+
+// RunningLister is optionally implemented by a Store that can list the sessions whose status is
+// running, of every agent (a restarted process ends those its predecessor left).
+type RunningLister interface {
+	Running(ctx context.Context) ([]string, error)
 }
 
 // Entry is one message of the history.

@@ -94,6 +94,9 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 	// message's content goes to the session's blobs, apart from its history rows; then setup
 	// cannot fail.
 	l.Lock()
+	// A turn its process left running (it died, or lost the lock) ends now, interrupted, with
+	// what it had streamed: this turn holds the lock, so no other runs.
+	sessions.Interrupt(l.S, e.cfg.Now())
 	err := t.admit(st)
 	if err == nil {
 		t.readHistory()
@@ -231,6 +234,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 		timing = &timingSink{next: sink, start: time.Now()}
 		sink = timing
 	}
+	sink = &checkpointSink{next: sink, t: t, ctx: ctx, saved: time.Now()}
 	_ = sink.Emit(&sse.Frame{Type: sse.TypeInit, SessionID: t.l.ID}) // a gone client cancels ctx through the sink
 	if t.redacted != "" {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeInputRedacted, Text: t.redacted})
@@ -361,6 +365,7 @@ func (t *Turn) finish(ctx context.Context, res loop.Result) {
 		s.State.SummaryUpTo = t.base + res.Covered
 	}
 	s.Status = sessions.StatusIdle
+	s.State.Partial = ""
 	s.UpdatedAt = now
 	l.LastUsed = now
 	if l.Turn == t.queue {

@@ -302,3 +302,13 @@ func unmarshalMap(s string, m *map[string]string) error {
 	}
 	return json.Unmarshal([]byte(s), m)
 }
+
+// Running implements sessions.RunningLister: the sessions of every agent whose status is
+// running, at most 10,000.
+func (st *Store) Running(ctx context.Context) ([]string, error) {
+	var ids []string
+	if err := st.db.WithContext(ctx).Model(&sessionRow{}).Where("status = ?", sessions.StatusRunning).Limit(10_000).Pluck("id", &ids).Error; err != nil {
+		return nil, fmt.Errorf("list running sessions: %w", err)
+	}
+	return ids, nil
+}

@@ -1,0 +1,95 @@
+package turn
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"svc/runner/loop"
+	"svc/runner/sessions"
+	"svc/runner/sse"
+)
+
+// CheckpointEvery is how often a streaming turn stores the text it has streamed so far
+// (sessions.State.Partial), so that the death of its process loses at most that much of it. A
+// turn that ends sooner stores nothing extra.
+const CheckpointEvery = time.Second
+
+// checkpointSink passes frames on and stores the turn's streamed text every CheckpointEvery.
+type checkpointSink struct {
+	next  loop.Sink
+	t     *Turn
+	ctx   context.Context
+	mu    sync.Mutex
+	text  strings.Builder
+	saved time.Time
+}
+
+// Emit implements loop.Sink.
+func (c *checkpointSink) Emit(f *sse.Frame) error {
+	err := c.next.Emit(f)
+	if f.Type != sse.TypeTextDelta {
+		return err
+	}
+	c.mu.Lock()
+	c.text.WriteString(f.Content)
+	var partial string
+	if now := time.Now(); now.Sub(c.saved) >= CheckpointEvery {
+		c.saved, partial = now, c.text.String()
+	}
+	c.mu.Unlock()
+	if partial != "" {
+		c.t.checkpoint(c.ctx, partial)
+	}
+	return err
+}
+
+// checkpoint stores partial as the session's State.Partial. A failure is logged: the turn goes
+// on, and its end stores everything.
+func (t *Turn) checkpoint(ctx context.Context, partial string) {
+	t.l.Lock()
+	t.l.S.State.Partial = partial
+	t.l.Unlock()
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	defer cancel()
+	if err := t.e.cfg.Cache.Persist(pctx, t.l); err != nil {
+		t.e.cfg.Logger.WarnContext(ctx, "store a turn's streamed text", "session", t.l.ID, "err", err)
+	}
+}
+
+// RecoverInterrupted ends the turns that dead processes left running in store (a Store that is a
+// sessions.RunningLister; others have nothing to recover): each such session whose turn lock is
+// free gets its streamed text as an interrupted answer and goes back to idle
+// (sessions.Interrupt). A session whose lock is held has a live turn and is left alone. It
+// returns how many sessions it ended.
+func RecoverInterrupted(ctx context.Context, store sessions.Store, locker sessions.Locker, now func() time.Time) (int, error) {
+	lister, ok := store.(sessions.RunningLister)
+	if !ok {
+		return 0, nil
+	}
+	ids, err := lister.Running(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		release, err := locker.TryLock(ctx, id)
+		if err != nil {
+			continue // a live turn holds it, or the locker is unreachable: its next turn ends it
+		}
+		s, err := store.Load(ctx, id)
+		if err == nil {
+			from := len(s.Messages)
+			if sessions.Interrupt(s, now()) {
+				err = store.Save(ctx, s, from)
+				n++
+			}
+		}
+		release()
+		if err != nil && ctx.Err() != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
