@@ -346,6 +346,7 @@ func BenchmarkParkedRuns(b *testing.B) {
 				b.ReportMetric(parkTook.Seconds(), "park-all-s")
 				b.ReportMetric(answerTook.Seconds(), "answer-all-s")
 				b.ReportMetric(float64(parkedRuns)/answerTook.Seconds(), "answers/s")
+				b.StartTimer()
 			}
 		})
 	}
