@@ -144,6 +144,9 @@ func runToEnd(ctx dbos.Context, wf dbos.Workflow[int, int]) (time.Duration, erro
 }
 
 func benchSteps(ctx dbos.Context) error {
+	if *stepOps <= 0 {
+		return nil
+	}
 	for range 2 { // warm up
 		if _, err := runToEnd(ctx, hundredSteps); err != nil {
 			return err
@@ -185,6 +188,9 @@ func park(ctx dbos.Context) (dbos.WorkflowHandle[int], error) {
 }
 
 func benchResume(ctx dbos.Context) error {
+	if *resumes <= 0 {
+		return nil
+	}
 	var resumed, sends []time.Duration
 	for i := range *resumes + 5 {
 		h, err := park(ctx)
@@ -227,6 +233,9 @@ func settle() (goruntime.MemStats, int) {
 
 func benchWaiting(ctx dbos.Context) error {
 	n := *waiting
+	if n <= 0 {
+		return nil
+	}
 	before, g0 := settle()
 	handles := make([]dbos.WorkflowHandle[int], n)
 	t0 := time.Now()
