@@ -169,9 +169,12 @@ const stepPrelude = `(function (ctx) {
   };
 })`
 
+// stepProgram is stepPrelude compiled once, shared by every runtime.
+var stepProgram = goja.MustCompile("step.js", stepPrelude, true)
+
 // bindStep runs stepPrelude on ctx.
 func (c *callCtx) bindStep(o *goja.Object) {
-	v, err := c.vm.RunString(stepPrelude)
+	v, err := c.vm.RunProgram(stepProgram)
 	if err != nil {
 		panic(err)
 	}

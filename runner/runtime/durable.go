@@ -168,6 +168,9 @@ func (rt *Runtime) execute(ctx context.Context, run durable.Run, host tools.Host
 	}
 	run.UpdatedAt = rt.now().UTC()
 	settled, err := rt.runs.Settle(ctx, run)
+	if err == nil && rt.opts.Schedule == nil {
+		rt.timers.cancel(run.ID + " lease") // the execution ended: nothing to resume
+	}
 	if err != nil {
 		if !errors.Is(err, durable.ErrStale) {
 			rt.log.ErrorContext(ctx, "store a durable run's outcome", "run", run.ID, "err", err)
@@ -377,7 +380,11 @@ func (rt *Runtime) schedule(ctx context.Context, run durable.Run, at time.Time) 
 		}
 		return
 	}
-	rt.timers.after(at.Sub(rt.now()), func() {
+	key := run.ID + " " + at.UTC().Format(time.RFC3339Nano)
+	if at.Equal(run.LeaseUntil) {
+		key = run.ID + " lease" // one per run: a new execution's replaces the last one's
+	}
+	rt.timers.after(key, at.Sub(rt.now()), func() {
 		if err := rt.Wake(context.Background(), w.RunID); err != nil {
 			rt.log.Error("wake a durable run", "run", w.RunID, "err", err)
 		}
