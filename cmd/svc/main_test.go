@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // envChildArgs, when set, makes the test binary act as the svc command: its value is the JSON
@@ -29,6 +30,14 @@ func runChild(raw string) int {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", envChildArgs, err)
 		return 2
 	}
+	// A child outlives no test binary, even one that died without its cleanups (a timeout).
+	go func(parent int) {
+		for range time.Tick(500 * time.Millisecond) {
+			if os.Getppid() != parent {
+				os.Exit(3)
+			}
+		}
+	}(os.Getppid())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := newRoot()
