@@ -54,6 +54,11 @@ type BuildConfig struct {
 	// Commits, when set, gives a build the commit its push's branch check fetched (a process
 	// that answers webhooks and builds, svc up); nil fetches every build's commit.
 	Commits *CommitCache
+	// Statuses, when set, gets a pending svc/evals status for a git commit whose tree has evals
+	// before its deployment is marked ready: the promotion gate stays closed from the first
+	// moment the deployment could be promoted until its evals report (OnReady queues them), even
+	// if this process dies in between.
+	Statuses *registry.CommitStatuses
 	// OnReady, when set, is told of each deployment a build made ready (to queue its evals); a
 	// line it returns goes to the build log.
 	OnReady func(ctx context.Context, deployID string) string
@@ -179,6 +184,10 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 	} else {
 		log("done", fmt.Sprintf("deployment %s ready, not active (autoPromoteProduction is off): activate it to serve", b.DeployID))
 	}
+	if err := h.holdGate(ctx, b, res.Commit, tree); err != nil {
+		h.cfg.Metrics.done("retried", steps)
+		return retryLater(b, log, err)
+	}
 	_, err = h.cfg.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{
 		Steps: stepsJSON(steps), BundleKey: result.BundleKey, Digest: result.BundleDigest, Activate: activate, Actor: "build",
 	})
@@ -228,6 +237,23 @@ func retryLater(b registry.Build, log func(step, line string), err error) error 
 
 // source reads the tree a build builds: an uploaded source version, or the git commit, taken
 // from Commits when the push's branch check fetched it already (fetched is then true).
+// holdGate records a pending svc/evals status for a git commit whose tree has evals (see
+// BuildConfig.Statuses).
+func (h *BuildHandler) holdGate(ctx context.Context, b registry.Build, commit string, tree fs.FS) error {
+	if h.cfg.Statuses == nil || commit == "" || b.SourceVersionID != "" {
+		return nil
+	}
+	if evals, _ := fs.Glob(tree, "evals/*.md"); len(evals) == 0 {
+		return nil
+	}
+	_, err := h.cfg.Statuses.Add(context.WithoutCancel(ctx), registry.CommitStatus{AgentID: b.AgentID, Commit: commit,
+		Context: registry.EvalsContext, State: registry.StatePending, Description: "evals of deployment " + b.DeployID + " run once it is ready"})
+	if err != nil {
+		return fmt.Errorf("hold the promotion gate for the evals: %w", err)
+	}
+	return nil
+}
+
 func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.Build) (tree fs.FS, res builder.FetchResult, fetched bool, err error) {
 	if b.SourceVersionID != "" {
 		sv, err := h.cfg.Sources.SourceVersion(ctx, b.AgentID, b.SourceVersionID)

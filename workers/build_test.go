@@ -313,3 +313,26 @@ func (e *env) gitAgent(t *testing.T, name, fixture string, autoDeploy bool) (*gi
 	}
 	return repo, commit, a
 }
+
+// A git commit whose tree has evals gets a pending svc/evals status before its deployment is
+// ready, so the promotion gate is closed from the start even when nothing queues the evals
+// afterwards (no OnReady here: the process died, say); a commit without evals gets none.
+func TestBuildHoldsTheGateForEvals(t *testing.T) {
+	db := dbtest.SQLite(t)
+	var statuses *registry.CommitStatuses
+	e := newEnv(t, db, func(c *workers.BuildConfig) {
+		statuses = storesOf(db, c.Objects).CommitStatuses
+		c.Statuses = statuses
+	})
+	for fixture, wantBlocked := range map[string]bool{"support-desk": true, "hello": false} {
+		_, commit, a := e.gitAgent(t, fixture, fixture, false)
+		st := e.build(t, a.ID, "preview-main", "main", commit)
+		if d := e.wait(t, st.Deployment.ID); d.Status != registry.StatusReady {
+			t.Fatalf("%s: deployment %+v", fixture, d)
+		}
+		blocked, state, err := statuses.Blocks(context.Background(), a.ID, commit)
+		if err != nil || blocked != wantBlocked || (wantBlocked && state != string(registry.StatePending)) {
+			t.Errorf("%s: blocked %v (%s), %v; want %v", fixture, blocked, state, err, wantBlocked)
+		}
+	}
+}

@@ -42,6 +42,13 @@ type EvalHandler struct {
 
 var _ FailureHandler = (*EvalHandler)(nil)
 
+// pendingAlready reports whether d's commit's latest svc/evals status is pending already (the
+// build held the gate for these evals).
+func pendingAlready(ctx context.Context, statuses *registry.CommitStatuses, d registry.Deployment) bool {
+	st, err := statuses.Latest(ctx, d.AgentID, d.CommitSHA, registry.EvalsContext)
+	return err == nil && st.State == registry.StatePending
+}
+
 // QueueEvals records an eval run of deployment d, marks its commit's svc/evals status pending, and
 // enqueues the run on q.
 func QueueEvals(ctx context.Context, q Queue, runs *registry.EvalRuns, statuses *registry.CommitStatuses, d registry.Deployment) (registry.EvalRun, error) {
@@ -49,7 +56,7 @@ func QueueEvals(ctx context.Context, q Queue, runs *registry.EvalRuns, statuses 
 	if err != nil {
 		return registry.EvalRun{}, err
 	}
-	if d.CommitSHA != "" {
+	if d.CommitSHA != "" && !pendingAlready(ctx, statuses, d) {
 		if _, err := statuses.Add(ctx, registry.CommitStatus{AgentID: d.AgentID, Commit: d.CommitSHA, Context: registry.EvalsContext,
 			State: registry.StatePending, Description: "evals of deployment " + d.ID + " are queued"}); err != nil {
 			return registry.EvalRun{}, fmt.Errorf("evals status: %w", err)

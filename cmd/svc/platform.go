@@ -252,7 +252,7 @@ func (p *platform) buildMux(commits *workers.CommitCache, router *runner.Router)
 	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
 		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Sources: workers.NewRegistrySources(p.stores),
 		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Metrics: p.buildMetrics, Tracer: p.tracer, Logger: p.log,
-		OnReady: p.evalsAfterBuild,
+		Statuses: p.stores.CommitStatuses, OnReady: p.evalsAfterBuild,
 	}))
 	mux.Handle(workers.TaskEval, &workers.EvalHandler{Runs: p.stores.EvalRuns, Deployments: p.deploys, Statuses: p.stores.CommitStatuses,
 		Run: p.runEvals, Notify: p.postStatus, Logger: p.log})
