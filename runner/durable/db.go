@@ -20,6 +20,8 @@ type DB struct {
 	db *gorm.DB
 	// recordSQL is the one statement of Record, in db's dialect.
 	recordSQL string
+	// answerSQL is Answer as one statement (Postgres), "" where the dialect needs a transaction.
+	answerSQL string
 }
 
 var _ Store = (*DB)(nil)
@@ -43,7 +45,18 @@ func NewDB(db *gorm.DB) *DB {
 	// Each write is one statement (Answer opens its own transaction): gorm's default wrapping of
 	// a single UPDATE in BEGIN and COMMIT would only add round trips.
 	db = db.Session(&gorm.Session{SkipDefaultTransaction: true})
-	return &DB{db: db, recordSQL: recordSQL}
+	s := &DB{db: db, recordSQL: recordSQL}
+	if db.Dialector.Name() == "postgres" {
+		// The claim and the answer's entry in one round trip: a data-modifying WITH is one
+		// statement, so a failed insert (the key exists) undoes the claim too.
+		s.answerSQL = `WITH u AS (UPDATE durable_runs SET status = '` + Running + `', attempt = attempt + 1, ` +
+			`lease_until = CAST(? AS TIMESTAMPTZ), answered_by = ?, updated_at = CAST(? AS TIMESTAMPTZ) ` +
+			`WHERE id = ? AND agent_id = ? AND status IN ('` + AwaitingInput + `', '` + Sleeping + `') AND pause_key = ? RETURNING *), ` +
+			`j AS (INSERT INTO durable_journal (run_id, key, seq, value, at) ` +
+			`SELECT u.id, ?, COALESCE((SELECT MAX(seq) FROM durable_journal WHERE run_id = u.id), 0) + 1, CAST(? AS JSON), CAST(? AS TIMESTAMPTZ) FROM u RETURNING run_id) ` +
+			`SELECT u.* FROM u, j`
+	}
+	return s
 }
 
 type runRow struct {
@@ -296,6 +309,22 @@ func (s *DB) after(ctx context.Context, agentID, id string, rows int64) (Run, er
 // first, so that of concurrent answers the losers wait for the winner and then find the run
 // running.
 func (s *DB) Answer(ctx context.Context, agentID, id, key string, value json.RawMessage, by string, now, leaseUntil time.Time) (Run, error) {
+	if s.answerSQL != "" {
+		var rows []runRow
+		v := rawText(value)
+		err := s.db.WithContext(ctx).Raw(s.answerSQL, leaseUntil.UTC(), by, now.UTC(), id, agentID, key, key, v, now.UTC()).Scan(&rows).Error
+		switch {
+		case err == nil && len(rows) == 1:
+			return rows[0].run()
+		case err == nil: // not parked at that pause
+			r, gerr := s.Get(ctx, agentID, id)
+			if gerr != nil {
+				return Run{}, gerr
+			}
+			return r, stale(id)
+		}
+		// A failed statement changed nothing: the transaction below tells why (a recorded key).
+	}
 	var won Run
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&runRow{}).
