@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // DB is a Store over a gorm database that carries migration 00012 (SQLite or Postgres). Every
@@ -241,6 +242,48 @@ func (s *DB) Journal(ctx context.Context, id string) ([]Entry, error) {
 // a second statement only when it wrote nothing, to tell ErrRecorded from ErrStale.
 func (s *DB) Record(ctx context.Context, id string, attempt int, e Entry) error {
 	return s.record(s.db.WithContext(ctx), id, attempt, e)
+}
+
+// RecordAll implements Store: one Record for a single entry; for more, a transaction that
+// checks the run's attempt (locking its row against a claim), numbers the entries after the
+// journal's last and inserts them in one statement, with one commit.
+func (s *DB) RecordAll(ctx context.Context, id string, attempt int, es []Entry) error {
+	switch len(es) {
+	case 0:
+		return nil
+	case 1:
+		return s.Record(ctx, id, attempt, es[0])
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		now := time.Now().UTC()
+		res := tx.Model(&runRow{}).Where("id = ? AND attempt = ? AND status = ?", id, attempt, Running).Update("updated_at", gorm.Expr("updated_at"))
+		if res.Error != nil {
+			return fmt.Errorf("durable: record %d entries of %s: %w", len(es), id, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return stale(id)
+		}
+		var last sql.NullInt64
+		if err := tx.Model(&entryRow{}).Where("run_id = ?", id).Select("MAX(seq)").Scan(&last).Error; err != nil {
+			return fmt.Errorf("durable: record %d entries of %s: %w", len(es), id, err)
+		}
+		rows := make([]entryRow, len(es))
+		for i, e := range es {
+			at := e.At
+			if at.IsZero() {
+				at = now
+			}
+			rows[i] = entryRow{RunID: id, Key: e.Key, Seq: int(last.Int64) + i + 1, Value: rawText(e.Value), At: at.UTC()}
+		}
+		res = tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&rows)
+		if res.Error != nil {
+			return fmt.Errorf("durable: record %d entries of %s: %w", len(es), id, res.Error)
+		}
+		if int(res.RowsAffected) != len(rows) {
+			return fmt.Errorf("%w: %s: a key of %d entries", ErrRecorded, id, len(rows))
+		}
+		return nil
+	})
 }
 
 func (s *DB) record(tx *gorm.DB, id string, attempt int, e Entry) error {

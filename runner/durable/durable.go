@@ -134,6 +134,9 @@ type Store interface {
 	// Record appends e to the journal of run id, provided the run is running under attempt.
 	// ErrRecorded when the key exists; ErrStale when the run is not running under attempt.
 	Record(ctx context.Context, id string, attempt int, e Entry) error
+	// RecordAll appends es, in order, as Record does each, all or none: one commit for many
+	// entries (an execution's steps between two child calls).
+	RecordAll(ctx context.Context, id string, attempt int, es []Entry) error
 	// Claim makes the run running under a new attempt with the lease, provided its status is one
 	// of from, or it is running with a lease that ended before now. It returns the claimed run;
 	// ErrStale (with the run as it stands) otherwise.

@@ -102,6 +102,29 @@ func (s *Memory) Record(_ context.Context, id string, attempt int, e Entry) erro
 	return s.appendLocked(id, e)
 }
 
+// RecordAll implements Store.
+func (s *Memory) RecordAll(_ context.Context, id string, attempt int, es []Entry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runs[id]
+	if !ok || r.Status != Running || r.Attempt != attempt {
+		return stale(id)
+	}
+	seen := map[string]bool{}
+	for _, e := range es {
+		if s.keys[id][e.Key] || seen[e.Key] {
+			return recorded(id, e.Key)
+		}
+		seen[e.Key] = true
+	}
+	for _, e := range es {
+		if err := s.appendLocked(id, e); err != nil {
+			return err // checked above: cannot happen
+		}
+	}
+	return nil
+}
+
 // appendLocked appends e to the journal of id, numbering it (and dating it, when undated);
 // ErrRecorded when its key exists.
 func (s *Memory) appendLocked(id string, e Entry) error {

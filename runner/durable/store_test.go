@@ -644,3 +644,52 @@ func TestMemoryCopies(t *testing.T) {
 		t.Errorf("journal changed through an alias: %s", j2[0].Value)
 	}
 }
+
+// RecordAll writes entries in order after those already there, all or none: a key recorded
+// already, twice in the batch, or a run no longer running under the attempt writes nothing.
+func TestRecordAll(t *testing.T) {
+	eachStore(t, func(t *testing.T, s durable.Store) {
+		ctx := context.Background()
+		mustCreate(t, s, newRun("run_1", durable.Running, 2))
+		e := func(key string) durable.Entry {
+			return durable.Entry{Key: key, Value: json.RawMessage(`"` + key + `"`), At: t0}
+		}
+		if err := s.Record(ctx, "run_1", 2, e("now#1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RecordAll(ctx, "run_1", 2, []durable.Entry{e("step:a#1"), e("step:a#2"), e("random#1")}); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []struct {
+			name    string
+			attempt int
+			es      []durable.Entry
+			want    error
+		}{
+			{"a recorded key", 2, []durable.Entry{e("step:b#1"), e("step:a#1")}, durable.ErrRecorded},
+			{"a key twice", 2, []durable.Entry{e("step:c#1"), e("step:c#1")}, durable.ErrRecorded},
+			{"a stale attempt", 1, []durable.Entry{e("step:d#1"), e("step:d#2")}, durable.ErrStale},
+		} {
+			if err := s.RecordAll(ctx, "run_1", bad.attempt, bad.es); !errors.Is(err, bad.want) {
+				t.Errorf("%s: %v, want %v", bad.name, err, bad.want)
+			}
+		}
+		if err := s.RecordAll(ctx, "run_1", 2, nil); err != nil {
+			t.Errorf("no entries: %v", err)
+		}
+		j, err := s.Journal(ctx, "run_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for i, en := range j {
+			keys = append(keys, en.Key)
+			if en.Seq != i+1 || string(en.Value) != `"`+en.Key+`"` {
+				t.Errorf("entry %d = %+v", i, en)
+			}
+		}
+		if want := []string{"now#1", "step:a#1", "step:a#2", "random#1"}; !slices.Equal(keys, want) {
+			t.Errorf("journal %q, want %q", keys, want)
+		}
+	})
+}

@@ -207,6 +207,7 @@ func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
 			c.throw(what, "is not allowed: "+name+" asks the user first, which an inline tool cannot wait for")
 		}
 	}
+	c.flush()
 	res, err := child.Call(c.ctx, call)
 	switch {
 	case err != nil:
@@ -264,6 +265,7 @@ func (c *callCtx) callSubagent(fc goja.FunctionCall) goja.Value {
 			return c.parse(raw)
 		}
 	}
+	c.flush()
 	text, err := c.t.opts.Subagent(ctx, name, task.String(), input, files, c.call)
 	if err != nil {
 		c.throw(what, "failed: "+err.Error())

@@ -23,9 +23,13 @@ import (
 type Journal struct {
 	// Recorded holds the values that earlier executions recorded, by key.
 	Recorded map[string]json.RawMessage
-	// Record writes a new entry. An error ends the execution with that error (for example when
-	// another executor claimed the run).
+	// Record writes a new entry, or keeps it to be written by the next Flush. An error ends the
+	// execution with that error (for example when another executor claimed the run).
 	Record func(ctx context.Context, key string, value json.RawMessage) error
+	// Flush, when set, writes the entries Record kept. The handler calls it before each child
+	// tool or subagent call, whose effects reach outside the run: what the run did before them
+	// is then durable. An error ends the execution.
+	Flush func(ctx context.Context) error
 	// Now is the clock of ctx.now() and of sleeps; nil means time.Now.
 	Now func() time.Time
 }
@@ -92,6 +96,16 @@ func (c *callCtx) recorded(key string) (json.RawMessage, bool) {
 func (c *callCtx) record(key string, value json.RawMessage) {
 	if err := c.journal.Record(c.ctx, key, value); err != nil {
 		c.stop(fmt.Errorf("handler %s: record %s: %w", c.t.def.Name, key, err))
+	}
+}
+
+// flush makes the entries recorded so far durable before a call with outside effects.
+func (c *callCtx) flush() {
+	if c.journal == nil || c.journal.Flush == nil {
+		return
+	}
+	if err := c.journal.Flush(c.ctx); err != nil {
+		c.stop(fmt.Errorf("handler %s: record the journal: %w", c.t.def.Name, err))
 	}
 }
 

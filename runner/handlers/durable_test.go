@@ -415,3 +415,51 @@ func (s *setTool) Call(_ context.Context, c tools.Call) (tools.Result, error) {
 	s.written()
 	return tools.Result{Data: json.RawMessage(`{"key":"c1-0","version":1}`)}, nil
 }
+
+// A durable handler flushes its journal before every child call, whose effects reach outside
+// the run: the child runs only once what the handler did before it is durable.
+func TestFlushBeforeChildCalls(t *testing.T) {
+	var log []string
+	child := &funcChild{call: func() { log = append(log, "child") }}
+	h, _ := durableTool(t, `export default async function (p: any, ctx: any) {
+  await ctx.step("a", () => 1);
+  ctx.now();
+  await ctx.callTool("x", {});
+  await ctx.step("b", () => 2);
+  return "ok";
+}`, `{"tools": ["x"]}`, handlers.Options{Children: func(string) (tools.Tool, error) { return child, nil }},
+		map[string]string{"svc/tools/x/tool.json": `{"name": "x", "parameters": {"type": "object"}}`, "svc/tools/x/handler.ts": "export default async () => 1;\n"})
+	var pending []string
+	j := &handlers.Journal{Recorded: map[string]json.RawMessage{},
+		Record: func(_ context.Context, key string, _ json.RawMessage) error { pending = append(pending, key); return nil },
+		Flush: func(context.Context) error {
+			if len(pending) > 0 {
+				log = append(log, "flush "+strings.Join(pending, ","))
+				pending = nil
+			}
+			return nil
+		}}
+	if _, _, err := h.RunDurable(t.Context(), call(`{}`, nil), j); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"flush step:a#1,now#1", "child"}; !cmp.Equal(log, want) {
+		t.Errorf("order %q, want %q", log, want)
+	}
+	if !cmp.Equal(pending, []string{"tool:x#1", "step:b#1"}) {
+		t.Errorf("left for the caller to write: %q", pending)
+	}
+	// A flush that fails (another executor took the run) stops the handler before the child.
+	log = nil
+	j.Flush = func(context.Context) error { return durable.ErrStale }
+	if _, _, err := h.RunDurable(t.Context(), call(`{}`, nil), j); !errors.Is(err, durable.ErrStale) || len(log) != 0 {
+		t.Errorf("failed flush: %v, log %q", err, log)
+	}
+}
+
+type funcChild struct{ call func() }
+
+func (f *funcChild) Spec() models.ToolSpec { return models.ToolSpec{Name: "x"} }
+func (f *funcChild) Call(context.Context, tools.Call) (tools.Result, error) {
+	f.call()
+	return tools.Result{Content: "done"}, nil
+}

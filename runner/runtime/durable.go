@@ -204,13 +204,18 @@ func (rt *Runtime) runHandler(ctx context.Context, h *handlers.Tool, run durable
 	for _, e := range entries {
 		recorded[e.Key] = e.Value
 	}
-	j := &handlers.Journal{Recorded: recorded, Now: rt.now,
+	w := newJournalWriter(ctx, rt.runs, run)
+	j := &handlers.Journal{Recorded: recorded, Now: rt.now, Flush: w.Flush,
 		Record: func(ctx context.Context, key string, value json.RawMessage) error {
-			return rt.runs.Record(ctx, run.ID, run.Attempt, durable.Entry{Key: key, Value: value, At: rt.now().UTC()})
+			return w.Record(ctx, key, value, durable.Entry{At: rt.now().UTC()})
 		}}
 	call := tools.Call{ID: run.ID, Arguments: run.Input, Host: host,
 		Session: tools.Session{ID: run.ID, Owner: run.Owner, ScopeID: run.ScopeID, Context: run.Context}}
-	return h.RunDurable(ctx, call, j)
+	res, pause, err := h.RunDurable(ctx, call, j)
+	if ferr := w.Close(ctx); ferr != nil && (err == nil || errors.Is(ferr, durable.ErrStale)) {
+		return tools.Result{}, nil, ferr // the outcome must not be stored before what led to it
+	}
+	return res, pause, err
 }
 
 // durableTool is the handler of the named durable tool of this runtime's agent.
