@@ -431,7 +431,10 @@ func TestFlushBeforeChildCalls(t *testing.T) {
 		map[string]string{"svc/tools/x/tool.json": `{"name": "x", "parameters": {"type": "object"}}`, "svc/tools/x/handler.ts": "export default async () => 1;\n"})
 	var pending []string
 	j := &handlers.Journal{Recorded: map[string]json.RawMessage{},
-		Record: func(_ context.Context, key string, _ json.RawMessage) error { pending = append(pending, key); return nil },
+		Record: func(_ context.Context, key string, _ json.RawMessage) error {
+			pending = append(pending, key)
+			return nil
+		},
 		Flush: func(context.Context) error {
 			if len(pending) > 0 {
 				log = append(log, "flush "+strings.Join(pending, ","))
