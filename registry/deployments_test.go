@@ -483,13 +483,13 @@ func TestCreationOrderUnderABadClock(t *testing.T) {
 		insertAgent(t, db, "a1")
 		s := registry.NewDeployments(db)
 		t0 := time.Date(2026, 1, 2, 3, 4, 5, 678901234, time.UTC)
-		clock := []time.Time{t0, t0, t0.Add(-time.Second)}
+		// The clock stands still for a's and b's StartBuild and BuildRunning, then goes back.
+		calls := 0
 		registry.SetNow(s, func() time.Time {
-			now := clock[0]
-			if len(clock) > 1 {
-				clock = clock[1:]
+			if calls++; calls > 4 {
+				return t0.Add(-time.Second)
 			}
-			return now
+			return t0
 		})
 		a := start(t, s, "a1", "staging", "a")
 		b := start(t, s, "a1", "staging", "b")
