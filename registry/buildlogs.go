@@ -30,7 +30,12 @@ func NewBuildLogs(db *gorm.DB) *BuildLogs { return &BuildLogs{db: db} }
 
 // Append adds a line after the build's last one. A build's lines come from one worker at a time.
 func (s *BuildLogs) Append(ctx context.Context, buildID, step, line string) error {
-	err := s.db.WithContext(ctx).Exec(
+	return appendLog(s.db.WithContext(ctx), buildID, step, line)
+}
+
+// appendLog adds a line after the build's last one on db (a transaction or not).
+func appendLog(db *gorm.DB, buildID, step, line string) error {
+	err := db.Exec(
 		`INSERT INTO build_logs (build_id, seq, step, line, created_at)
 		 SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM build_logs WHERE build_id = ?`,
 		buildID, step, line, time.Now().UTC(), buildID).Error

@@ -190,7 +190,10 @@ func (s *Deployments) StartBuild(ctx context.Context, req BuildRequest) (BuildSt
 				return nil
 			}
 		}
-		now := s.now()
+		now, err := s.creationTime(tx, req.AgentID, req.Environment)
+		if err != nil {
+			return err
+		}
 		b := Build{
 			ID: auth.NewID("b"), AgentID: req.AgentID, DeployID: auth.NewID("d"), Environment: req.Environment,
 			Branch: req.Branch, CommitSHA: req.Commit, SourceVersionID: req.SourceVersionID, Trigger: req.Trigger,
@@ -334,14 +337,22 @@ type BuildOutcome struct {
 	BundleKey string // "" when failed
 	Digest    string
 	Error     string // "" when succeeded
-	// Activate makes the deployment active in its environment when the build succeeded.
+	// Activate makes the deployment active in its environment when the build succeeded, unless
+	// a deployment of the environment requested later is in flight or ready (newest requested
+	// wins): then it stays ready and inactive.
 	Activate bool
 	Actor    string
+	// Done, when set and the build succeeded, gives the build log's last line (step "done"),
+	// which FinishBuild writes in its transaction: d is the finished deployment, and newer, when
+	// Activate was asked for but not done, the deployment requested later that held it back.
+	Done func(d Deployment, newer *Deployment) string
 }
 
 // FinishBuild records a build's end and its deployment's state; with Activate (non-production
 // environments, or production with autoPromoteProduction) the deployment becomes active in the
-// same transaction. A build that already finished is ErrBuildFinished and is left as it is.
+// same transaction, unless a deployment of its environment created later is queued, building or
+// ready: an older build that finishes last never replaces a newer one (newest requested wins).
+// A build that already finished is ErrBuildFinished and is left as it is.
 func (s *Deployments) FinishBuild(ctx context.Context, buildID string, o BuildOutcome) (Deployment, error) {
 	var d Deployment
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -377,14 +388,68 @@ func (s *Deployments) FinishBuild(ctx context.Context, buildID string, o BuildOu
 		if err := tx.Where("id = ?", b.DeployID).Take(&d).Error; err != nil {
 			return fmt.Errorf("load deployment: %w", err)
 		}
-		if o.Error == "" && o.Activate {
-			var err error
-			d, err = s.activate(tx, d, "build", o.Actor)
-			return err
+		if o.Error != "" {
+			return nil
+		}
+		var newer *Deployment
+		if o.Activate {
+			n, err := newerDeployment(tx, d)
+			if err != nil {
+				return err
+			}
+			if newer = n; newer == nil {
+				if d, err = s.activate(tx, d, "build", o.Actor); err != nil {
+					return err
+				}
+			}
+		}
+		if o.Done != nil {
+			if err := appendLog(tx, b.ID, "done", o.Done(d, newer)); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
 	return d, err
+}
+
+// newerDeployment returns the newest deployment of d's agent and environment that was created
+// after d and is queued, building or ready (active or not), or nil when there is none. Creation
+// order is created_at, then id for equal times; StartBuild and Promote create each deployment
+// strictly after the newest one of its environment (creationTime), so for them it is the order
+// in which they were requested. A later deployment that failed or was cancelled does not count.
+func newerDeployment(tx *gorm.DB, d Deployment) (*Deployment, error) {
+	var ds []Deployment
+	err := tx.Where("agent_id = ? AND environment = ? AND id <> ? AND status IN ?",
+		d.AgentID, d.Environment, d.ID, []string{StatusQueued, StatusBuilding, StatusReady}).
+		Where("(created_at > (SELECT created_at FROM deployments WHERE id = ?) OR (created_at = (SELECT created_at FROM deployments WHERE id = ?) AND id > ?))",
+			d.ID, d.ID, d.ID).
+		Order("created_at DESC, id DESC").Limit(1).Find(&ds).Error
+	if err != nil {
+		return nil, fmt.Errorf("find newer deployment: %w", err)
+	}
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	return &ds[0], nil
+}
+
+// creationTime is the created_at of a new deployment of the environment, inside tx, which holds
+// the env lock: now at microsecond precision (what Postgres keeps), but strictly after the newest
+// deployment of the environment, so that creation order is request order even when the clocks
+// of processes disagree.
+func (s *Deployments) creationTime(tx *gorm.DB, agentID, env string) (time.Time, error) {
+	now := s.now().Truncate(time.Microsecond)
+	var last []Deployment
+	err := tx.Select("created_at").Where("agent_id = ? AND environment = ?", agentID, env).
+		Order("created_at DESC").Limit(1).Find(&last).Error
+	if err != nil {
+		return time.Time{}, fmt.Errorf("find newest deployment: %w", err)
+	}
+	if len(last) == 1 && !now.After(last[0].CreatedAt) {
+		now = last[0].CreatedAt.UTC().Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	return now, nil
 }
 
 // activate makes d the active deployment of its environment inside tx, which holds the env lock.
@@ -560,7 +625,10 @@ func (s *Deployments) Promote(ctx context.Context, req PromoteRequest) (Deployme
 		if err := lockEnv(tx, req.AgentID, req.To); err != nil {
 			return err
 		}
-		now := s.now()
+		now, err := s.creationTime(tx, req.AgentID, req.To)
+		if err != nil {
+			return err
+		}
 		b := Build{
 			ID: auth.NewID("b"), AgentID: req.AgentID, DeployID: auth.NewID("d"), Environment: req.To,
 			Branch: src.Branch, CommitSHA: src.CommitSHA, SourceVersionID: src.SourceVersionID, Trigger: "promote",
@@ -577,7 +645,6 @@ func (s *Deployments) Promote(ctx context.Context, req PromoteRequest) (Deployme
 		if err := tx.Create(&d).Error; err != nil {
 			return fmt.Errorf("create promoted deployment: %w", err)
 		}
-		var err error
 		out, err = s.activate(tx, d, "promote", req.Actor)
 		return err
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -322,6 +323,217 @@ func TestBuildLogs(t *testing.T) {
 		}
 		if len(got) != 2 || got[0].Seq != 2 || got[1].Line != "line 2" {
 			t.Fatalf("After(1) = %+v", got)
+		}
+	})
+}
+
+// start queues a build of commit in env and marks it running, as a worker does when it picks it up.
+func start(t *testing.T, s *registry.Deployments, agentID, env, commit string) registry.BuildStart {
+	t.Helper()
+	ctx := context.Background()
+	st, err := s.StartBuild(ctx, registry.BuildRequest{AgentID: agentID, Environment: env, Commit: commit, Trigger: "redeploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BuildRunning(ctx, st.Build.ID); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// finish ends a started build successfully with auto-activation, as a worker does.
+func finish(t *testing.T, s *registry.Deployments, st registry.BuildStart) registry.Deployment {
+	t.Helper()
+	d, err := s.FinishBuild(context.Background(), st.Build.ID, registry.BuildOutcome{
+		Steps: "[]", BundleKey: "bundles/x/" + st.Build.CommitSHA, Digest: "sha256:" + st.Build.CommitSHA, Activate: true, Actor: "build",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// An older build that finishes after a newer one of the same environment does not replace it
+// (issue 16): a redeploy of a large version, then one of a small version that builds faster.
+// Explicit activate and rollback still choose any deployment. The same holds for production
+// builds that auto-activate (autoPromoteProduction).
+func TestOlderBuildDoesNotDisplaceNewer(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		insertAgent(t, db, "a1")
+		s := registry.NewDeployments(db)
+		for _, env := range []string{"preview-x", "production"} {
+			a := start(t, s, "a1", env, "large")
+			b := start(t, s, "a1", env, "small")
+			if d := finish(t, s, b); !d.Serving() {
+				t.Fatalf("%s: newer build = %+v, want ready and active", env, d)
+			}
+			d := finish(t, s, a)
+			if d.Status != registry.StatusReady || d.IsActive {
+				t.Fatalf("%s: older build = %+v, want ready and inactive", env, d)
+			}
+			if got := activeID(t, s, "a1", env); got != b.Deployment.ID {
+				t.Fatalf("%s: active = %s, want the newer %s", env, got, b.Deployment.ID)
+			}
+			acts, err := s.Activations(ctx, "a1", env, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(acts) != 1 || acts[0].ToDeployID != b.Deployment.ID {
+				t.Fatalf("%s: activations = %+v, want one, to %s", env, acts, b.Deployment.ID)
+			}
+
+			// An explicit activate still chooses the older one; rollback goes back and forth.
+			if got, err := s.Activate(ctx, a.Deployment.ID, "op"); err != nil || !got.Serving() {
+				t.Fatalf("%s: activate older = %+v, %v", env, got, err)
+			}
+			if got, err := s.Rollback(ctx, "a1", env, "", "op"); err != nil || got.ID != b.Deployment.ID {
+				t.Fatalf("%s: rollback = %+v, %v; want %s", env, got, err, b.Deployment.ID)
+			}
+			if got, err := s.Rollback(ctx, "a1", env, a.Deployment.ID, "op"); err != nil || got.ID != a.Deployment.ID {
+				t.Fatalf("%s: rollback to older = %+v, %v; want %s", env, got, err, a.Deployment.ID)
+			}
+			if got := activeID(t, s, "a1", env); got != a.Deployment.ID {
+				t.Fatalf("%s: active = %s after explicit rollback, want %s", env, got, a.Deployment.ID)
+			}
+		}
+	})
+}
+
+// Six redeploys requested in order and finished in any order (after a crash, workers take the
+// queue in any order): the sixth, the newest requested, serves, and until it is ready the
+// deployment that served before keeps serving.
+func TestNewestRequestedWinsWhateverTheFinishOrder(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		orders := [][]int{
+			{0, 1, 2, 3, 4, 5},
+			{5, 4, 3, 2, 1, 0},
+			{0, 1, 3, 4, 5, 2}, // the third requested finishes last
+			{5, 0, 1, 2, 3, 4},
+		}
+		r := rand.New(rand.NewPCG(16, 6))
+		for range 8 {
+			orders = append(orders, r.Perm(6))
+		}
+		for i, order := range orders {
+			agent := fmt.Sprint("a", i)
+			insertAgent(t, db, agent)
+			s := registry.NewDeployments(db)
+			d0 := built(t, s, agent, "staging", "before", true)
+			var sts []registry.BuildStart
+			for j := range 6 {
+				sts = append(sts, start(t, s, agent, "staging", fmt.Sprint("c", j)))
+			}
+			newest := sts[5].Deployment.ID
+			for _, j := range order {
+				d := finish(t, s, sts[j])
+				if d.Status != registry.StatusReady || d.IsActive != (j == 5) {
+					t.Fatalf("order %v: deployment %d = %+v; want ready, active only when the newest", order, j, d)
+				}
+				if got := activeID(t, s, agent, "staging"); got != d0.ID && got != newest {
+					t.Fatalf("order %v: after %d finished, %s serves; want %s (before) or %s (newest)", order, j, got, d0.ID, newest)
+				}
+			}
+			if got := activeID(t, s, agent, "staging"); got != newest {
+				t.Fatalf("order %v: %s serves, want the sixth requested %s", order, got, newest)
+			}
+		}
+	})
+}
+
+// A newer deployment that failed or was cancelled does not hold an older build back when it
+// finishes; one still in flight does, and the older stays inactive when the newer fails later
+// (README, "Push to deploy": the operator activates it).
+func TestNewerFailedBuild(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		insertAgent(t, db, "a1")
+		s := registry.NewDeployments(db)
+		fail := func(st registry.BuildStart) {
+			t.Helper()
+			if _, err := s.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", Error: "boom"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The newer fails first: the older activates.
+		a, b := start(t, s, "a1", "staging", "a"), start(t, s, "a1", "staging", "b")
+		fail(b)
+		if d := finish(t, s, a); !d.Serving() {
+			t.Fatalf("older after newer failed = %+v, want active", d)
+		}
+		// The newer fails after the older is ready: the older stays ready and inactive.
+		c, e := start(t, s, "a1", "staging", "c"), start(t, s, "a1", "staging", "e")
+		if d := finish(t, s, c); d.IsActive {
+			t.Fatalf("older with newer building = %+v, want inactive", d)
+		}
+		fail(e)
+		if got := activeID(t, s, "a1", "staging"); got != a.Deployment.ID {
+			t.Fatalf("active = %s, want %s unchanged", got, a.Deployment.ID)
+		}
+		if got, err := s.Activate(ctx, c.Deployment.ID, "op"); err != nil || !got.Serving() {
+			t.Fatalf("activate = %+v, %v", got, err)
+		}
+	})
+}
+
+// Creation order is request order even when the clock stalls or goes back (processes whose
+// clocks disagree): the later request is the newer deployment.
+func TestCreationOrderUnderABadClock(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		insertAgent(t, db, "a1")
+		s := registry.NewDeployments(db)
+		t0 := time.Date(2026, 1, 2, 3, 4, 5, 678901234, time.UTC)
+		// The clock stands still for a's and b's StartBuild and BuildRunning, then goes back.
+		calls := 0
+		registry.SetNow(s, func() time.Time {
+			if calls++; calls > 4 {
+				return t0.Add(-time.Second)
+			}
+			return t0
+		})
+		a := start(t, s, "a1", "staging", "a")
+		b := start(t, s, "a1", "staging", "b")
+		c := start(t, s, "a1", "staging", "c")
+		if !a.Deployment.CreatedAt.Before(b.Deployment.CreatedAt) || !b.Deployment.CreatedAt.Before(c.Deployment.CreatedAt) {
+			t.Fatalf("created at %v, %v, %v: want increasing", a.Deployment.CreatedAt, b.Deployment.CreatedAt, c.Deployment.CreatedAt)
+		}
+		for _, st := range []registry.BuildStart{c, b, a} {
+			finish(t, s, st)
+		}
+		if got := activeID(t, s, "a1", "staging"); got != c.Deployment.ID {
+			t.Fatalf("active = %s, want the last requested %s", got, c.Deployment.ID)
+		}
+	})
+}
+
+// FinishBuild writes the build log's last line in its transaction, saying which newer
+// deployment held an older one back.
+func TestFinishBuildDoneLine(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		insertAgent(t, db, "a1")
+		s := registry.NewDeployments(db)
+		logs := registry.NewBuildLogs(db)
+		a, b := start(t, s, "a1", "staging", "a"), start(t, s, "a1", "staging", "b")
+		done := func(d registry.Deployment, newer *registry.Deployment) string {
+			if newer != nil {
+				return fmt.Sprintf("%s active=%v held by %s", d.ID, d.IsActive, newer.ID)
+			}
+			return fmt.Sprintf("%s active=%v", d.ID, d.IsActive)
+		}
+		for _, st := range []registry.BuildStart{b, a} {
+			if _, err := s.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "k", Activate: true, Done: done}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for st, want := range map[registry.BuildStart]string{
+			b: b.Deployment.ID + " active=true",
+			a: a.Deployment.ID + " active=false held by " + b.Deployment.ID,
+		} {
+			last, err := logs.Last(ctx, st.Build.ID)
+			if err != nil || last.Step != "done" || last.Line != want {
+				t.Errorf("last line of %s = %+v, %v; want done %q", st.Build.ID, last, err, want)
+			}
 		}
 	})
 }

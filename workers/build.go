@@ -175,21 +175,18 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 		return retryLater(b, log, err)
 	}
 
-	// 3. Record the deployment; activate per the environment's rules.
+	// 3. Record the deployment; activate per the environment's rules, unless a deployment of the
+	// environment requested later is in flight or ready (newest requested wins).
 	activate := b.Environment != registry.Production || src.AutoPromoteProduction
-	// The last line goes out before the build is marked finished, so a follower that stops at
-	// the finished status has seen every line.
-	if activate {
-		log("done", fmt.Sprintf("deployment %s ready and active in %s", b.DeployID, b.Environment))
-	} else {
-		log("done", fmt.Sprintf("deployment %s ready, not active (autoPromoteProduction is off): activate it to serve", b.DeployID))
-	}
 	if err := h.holdGate(ctx, b, res.Commit, tree); err != nil {
 		h.cfg.Metrics.done("retried", steps)
 		return retryLater(b, log, err)
 	}
+	// FinishBuild writes the last line in the transaction that marks the build finished, so a
+	// follower that stops at the finished status has seen every line.
 	_, err = h.cfg.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{
 		Steps: stepsJSON(steps), BundleKey: result.BundleKey, Digest: result.BundleDigest, Activate: activate, Actor: "build",
+		Done: doneLine,
 	})
 	switch {
 	case errors.Is(err, registry.ErrBuildFinished):
@@ -205,6 +202,20 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 		}
 	}
 	return nil
+}
+
+// doneLine is a successful build's last log line: whether its deployment d became active, and
+// if not, why (newer is the deployment requested later that held it back, nil when none did).
+func doneLine(d registry.Deployment, newer *registry.Deployment) string {
+	switch {
+	case d.IsActive:
+		return fmt.Sprintf("deployment %s ready and active in %s", d.ID, d.Environment)
+	case newer != nil:
+		return fmt.Sprintf("deployment %s ready; not activated: deployment %s, requested later, is newer (%s); activate %s to serve it",
+			d.ID, newer.ID, newer.Status, d.ID)
+	default:
+		return fmt.Sprintf("deployment %s ready, not active (autoPromoteProduction is off): activate it to serve", d.ID)
+	}
 }
 
 func describe(b registry.Build) string {

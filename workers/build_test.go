@@ -336,3 +336,42 @@ func TestBuildHoldsTheGateForEvals(t *testing.T) {
 		}
 	}
 }
+
+// A build that finishes after a build of the same environment requested later leaves the newer
+// deployment serving (issue 16), and its log says why it was not activated. The builds run one
+// after the other, newer first, by calling the handler directly.
+func TestOlderBuildFinishingLastIsNotActivated(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		e := newEnv(t, db)
+		_, commit, a := e.gitAgent(t, "hello", "hello", false)
+		h := workers.NewBuildHandler(buildConfig(db, e.objects))
+		var sts []registry.BuildStart
+		for range 2 {
+			st, err := e.deps.StartBuild(ctx, registry.BuildRequest{AgentID: a.ID, Environment: "preview-x", Branch: "main", Commit: commit, Trigger: "redeploy"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sts = append(sts, st)
+		}
+		older, newer := sts[0], sts[1]
+		for _, st := range []registry.BuildStart{newer, older} {
+			if err := h.ProcessTask(ctx, workers.NewBuildTask(ctx, st.Build.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d, err := e.deps.Get(ctx, older.Deployment.ID); err != nil || d.Status != registry.StatusReady || d.IsActive {
+			t.Fatalf("older = %+v, %v; want ready and inactive", d, err)
+		}
+		if d, err := e.deps.Active(ctx, a.ID, "preview-x"); err != nil || d.ID != newer.Deployment.ID {
+			t.Fatalf("active = %+v, %v; want %s", d, err, newer.Deployment.ID)
+		}
+		want := "deployment " + older.Deployment.ID + " ready; not activated: deployment " + newer.Deployment.ID + ", requested later, is newer (ready)"
+		if log := e.logText(t, older.Build.ID); !strings.Contains(log, want) {
+			t.Errorf("older build's log lacks %q:\n%s", want, log)
+		}
+		if log := e.logText(t, newer.Build.ID); !strings.HasSuffix(log, "deployment "+newer.Deployment.ID+" ready and active in preview-x\n") {
+			t.Errorf("newer build's log:\n%s", log)
+		}
+	})
+}
