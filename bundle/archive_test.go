@@ -245,3 +245,23 @@ func untar(t *testing.T, r io.Reader) []string {
 		out = append(out, hdr.Name+"="+string(data))
 	}
 }
+
+// TestReadTarGzNonUTF8Name checks that an entry whose name is not valid UTF-8 is refused as such,
+// naming the entry with its bytes escaped, and not as an "empty or "." element" path.
+func TestReadTarGzNonUTF8Name(t *testing.T) {
+	for _, name := range []string{"bad\xffname.txt", "dir\xc3/f.md"} {
+		_, err := ReadTarGz(bytes.NewReader(bundletest.TarGz(t, []bundletest.Entry{{Name: name, Body: "x"}})), Limits{})
+		if !errors.Is(err, ErrUnsafePath) {
+			t.Fatalf("%q: error = %v, want ErrUnsafePath", name, err)
+		}
+		want := fmt.Sprintf("%q: file name is not valid UTF-8", name)
+		if err.Error() != want {
+			t.Errorf("%q: error = %q, want %q", name, err, want)
+		}
+	}
+	// Other invalid paths keep their message.
+	_, err := ReadTarGz(bytes.NewReader(bundletest.TarGz(t, []bundletest.Entry{{Name: "a//b", Body: "x"}})), Limits{})
+	if err == nil || err.Error() != `a//b: invalid path (empty or "." element)` {
+		t.Errorf("a//b: error = %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // TreeBuilder collects the entries of a source tree from any origin (a git tree, a tar archive, a
@@ -41,7 +42,8 @@ func NewTreeBuilder(limits Limits) *TreeBuilder {
 
 // cleanPath checks an entry name and returns it as a slash path relative to the root: leading
 // "./" elements and, when dir is true, a trailing "/" are removed. It refuses the empty name, an
-// absolute name, ".." elements, empty or "." elements in the middle, backslashes and NUL bytes. The
+// absolute name, ".." elements, empty or "." elements in the middle, backslashes, NUL bytes and
+// names that are not valid UTF-8 (named quoted, as with backslashes and NUL bytes). The
 // root itself comes back as ".".
 func cleanPath(name string, dir bool) (string, error) {
 	p := name
@@ -60,6 +62,8 @@ func cleanPath(name string, dir bool) (string, error) {
 		return "", sourceErr(name, ErrUnsafePath, `path escapes the tree (".." element)`)
 	case strings.ContainsAny(name, "\\\x00"):
 		return "", sourceErr(strconv.Quote(name), ErrUnsafePath, "invalid path (backslash or NUL byte)")
+	case !utf8.ValidString(name):
+		return "", sourceErr(strconv.Quote(name), ErrUnsafePath, "file name is not valid UTF-8")
 	case p == "" || p == ".":
 		return ".", nil
 	case !fs.ValidPath(p):

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"testing/fstest"
 
@@ -109,6 +110,7 @@ func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 		if strings.Contains(path, "?") {
 			return nil, fmt.Errorf("%w: sqlite path %q must not carry parameters", ErrBadURL, path)
 		}
+		createPrivate(path)
 		dialector = sqliteDialector{sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}).(*sqlite.Dialector)}
 	}
 	db, err := gorm.Open(dialector, cfg)
@@ -208,4 +210,30 @@ func (d sqliteDialector) Translate(err error) error {
 		}
 	}
 	return err
+}
+
+// createPrivate creates the SQLite database file at path, empty (an empty file is an empty
+// database) and with mode 0600, when it does not exist: SQLite itself would create it 0644, and
+// it gives its -wal, -shm and -journal files the mode of the database, so those are 0600 too. An
+// existing file keeps its mode (it may be the user's; RestrictSQLiteFiles tightens svc's own).
+// Any failure is left for SQLite to report when it opens the file.
+func createPrivate(path string) {
+	if path == "" || path == ":memory:" {
+		return
+	}
+	if f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		_ = f.Close()
+	}
+}
+
+// RestrictSQLiteFiles sets mode 0600 on the SQLite database at path and on those of its -wal,
+// -shm and -journal files that exist, for a database that svc created in its own data dir (older
+// versions created it 0644). A database that does not exist yet is no error.
+func RestrictSQLiteFiles(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("restrict database file: %w", err)
+		}
+	}
+	return nil
 }

@@ -213,7 +213,7 @@ func (s *Sources) Get(ctx context.Context, agentID string) (Source, error) {
 }
 
 // FindByRepoURL returns the git sources whose repository is repoURL in any of its spellings
-// (clone, SSH or web URL; ".git" ignored), oldest agent first. A URL that normalizes to ""
+// (clone, SSH or web URL; scheme, case, trailing "/" and ".git" ignored), oldest agent first. A URL that normalizes to ""
 // matches nothing.
 func (s *Sources) FindByRepoURL(ctx context.Context, repoURL string) ([]Source, error) {
 	n := s.normalize(repoURL)
@@ -221,7 +221,11 @@ func (s *Sources) FindByRepoURL(ctx context.Context, repoURL string) ([]Source, 
 		return nil, nil
 	}
 	var rows []sourceRow
-	err := s.db.WithContext(ctx).Where("type = ? AND normalized_url = ?", string(SourceGit), n).Order("agent_id").Find(&rows).Error
+	// Hosts are case-insensitive, and so are the paths of GitHub, GitLab and Gitea: the match
+	// ignores case. It is made here rather than in the stored column, which keeps the URL's
+	// spelling (rows written before matching ignored case included); one database function lowers
+	// both sides so that they agree on any letter. (A full scan of the sources: one row per agent.)
+	err := s.db.WithContext(ctx).Where("type = ? AND LOWER(normalized_url) = LOWER(?)", string(SourceGit), n).Order("agent_id").Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("find source by repository: %w", err)
 	}

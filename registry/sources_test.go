@@ -47,13 +47,14 @@ func TestSources(t *testing.T) {
 		if _, err := s.Put(ctx, b.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "git@github.com:acme/other.git", DefaultBranch: "develop"}); err != nil {
 			t.Fatal(err)
 		}
-		for _, u := range []string{"git@github.com:Acme/Repo.git", "https://github.com/Acme/Repo", "ssh://git@github.com:22/Acme/Repo/"} {
+		// Hosts and (on GitHub, GitLab, Gitea) paths are case-insensitive.
+		for _, u := range []string{"git@github.com:Acme/Repo.git", "https://github.com/Acme/Repo", "ssh://git@github.com:22/Acme/Repo/", "https://github.com/acme/repo", "https://GITHUB.COM/ACME/REPO.git/"} {
 			found, err := s.FindByRepoURL(ctx, u)
 			if err != nil || len(found) != 1 || found[0].AgentID != a.ID || found[0].WebhookSecret != "whsec-123" {
 				t.Errorf("FindByRepoURL(%q) = %+v, %v; want agent %s", u, found, err, a.ID)
 			}
 		}
-		for _, u := range []string{"https://github.com/acme/repo", "", "file:///tmp/x"} {
+		for _, u := range []string{"https://github.com/acme/repo2", "https://gitlab.com/Acme/Repo", "", "file:///tmp/x"} {
 			if found, err := s.FindByRepoURL(ctx, u); err != nil || len(found) != 0 {
 				t.Errorf("FindByRepoURL(%q) = %+v, %v; want none", u, found, err)
 			}
@@ -132,4 +133,36 @@ func TestValidateBranch(t *testing.T) {
 			t.Errorf("ValidateBranch(%q) = %v, want ok=%v", name, err, ok)
 		}
 	}
+}
+
+// TestFindByRepoURLIgnoresCase checks the URLs of issue 16: a push from https://GitHub.com/Acme/Widget
+// finds the agent whose source is https://github.com/acme/widget.git, and the other way round
+// (a source stored before matching ignored case keeps its spelling in the table).
+func TestFindByRepoURLIgnoresCase(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		s := registry.NewSources(db, testCipher(t, 3), webhook.NormalizeRepoURL)
+		lower := mustCreateAgent(t, db, "lower")
+		mixed := mustCreateAgent(t, db, "mixed")
+		if _, err := s.Put(ctx, lower.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "https://github.com/acme/widget.git"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Put(ctx, mixed.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "https://GitHub.com/Acme/Gadget"}); err != nil {
+			t.Fatal(err)
+		}
+		for u, want := range map[string]string{
+			"https://GitHub.com/Acme/Widget":     lower.ID,
+			"git@GitHub.com:Acme/Widget.git":     lower.ID,
+			"https://github.com/acme/gadget.git": mixed.ID,
+			"http://github.com/ACME/GADGET/":     mixed.ID, // the scheme never counted
+		} {
+			found, err := s.FindByRepoURL(ctx, u)
+			if err != nil || len(found) != 1 || found[0].AgentID != want {
+				t.Errorf("FindByRepoURL(%q) = %+v, %v; want agent %s", u, found, err, want)
+			}
+		}
+		if found, err := s.FindByRepoURL(ctx, "https://github.com/acme/widgets"); err != nil || len(found) != 0 {
+			t.Errorf("FindByRepoURL(another repository) = %+v, %v; want none", found, err)
+		}
+	})
 }

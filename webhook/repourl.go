@@ -31,7 +31,9 @@ func contains(list []string, s string) bool {
 // lower-cased, the scp-like form user@host:path is understood, repeated
 // slashes and spaces around path segments are dropped and trailing "/" and
 // ".git" are removed. The path
-// keeps its case. So https://github.com/Acme/Repo.git,
+// keeps its case (it is shown to users); a caller matching two results
+// compares them ignoring case, since hosts are case-insensitive and so are
+// the paths of GitHub, GitLab and Gitea (registry.Sources.FindByRepoURL). So https://github.com/Acme/Repo.git,
 // git@github.com:Acme/Repo.git and ssh://git@github.com:22/Acme/Repo/ all
 // become github.com/Acme/Repo.
 //

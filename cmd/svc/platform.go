@@ -130,7 +130,13 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	// 1. Database (migrated).
 	dbURL := cfg.DatabaseURL
 	if dbURL == "" {
-		dbURL = "sqlite:" + filepath.Join(cfg.DataDir, "svc.db")
+		path := filepath.Join(cfg.DataDir, "svc.db")
+		// svc's own database: private like the rest of the data dir, also when an older
+		// version created it 0644.
+		if err := migrations.RestrictSQLiteFiles(path); err != nil {
+			return nil, fmt.Errorf("database: %w", err)
+		}
+		dbURL = "sqlite:" + path
 	}
 	if p.db, err = migrations.Open(ctx, dbURL); err != nil {
 		return nil, fmt.Errorf("database: %w", err)

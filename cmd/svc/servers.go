@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,7 +36,11 @@ func migrateCommand() *cobra.Command {
 			if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 				return fmt.Errorf("setting SVC_DATA_DIR: %w", err)
 			}
-			url = "sqlite:" + cfg.DataDir + "/svc.db"
+			path := filepath.Join(cfg.DataDir, "svc.db")
+			if err := migrations.RestrictSQLiteFiles(path); err != nil { // svc's own: private
+				return err
+			}
+			url = "sqlite:" + path
 		}
 		db, err := migrations.Open(cmd.Context(), url)
 		if err != nil {

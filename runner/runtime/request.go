@@ -128,7 +128,8 @@ type uiPart struct {
 	Filename  string `json:"filename"`
 }
 
-// readJSON reads the body (at most MaxBodyBytes) into v. Decode errors name the field.
+// readJSON reads the body (at most MaxBodyBytes), which must be a JSON object, into v. Decode
+// errors name the field, and no error names a Go type.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if r.ContentLength > MaxBodyBytes {
 		return apiErr(CodeTooLarge)
@@ -147,6 +148,11 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if len(trimmed) == 0 {
 		return invalid("body", "a JSON object is required")
 	}
+	// Every body is an object: any other top-level value is refused here, by its JSON kind,
+	// since the decoder's message for it names the Go type it was decoding into.
+	if kind := topLevelKind(trimmed); kind != "" {
+		return &APIError{Code: CodeInvalidRequest, Field: "body", Message: "the body must be a JSON object, got " + kind}
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	err = dec.Decode(v)
 	if err == nil && len(bytes.TrimLeft(trimmed[dec.InputOffset():], " \t\r\n")) > 0 {
@@ -154,16 +160,55 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	if err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return invalid(te.Field, "must be %s, got JSON %s", jsonKind(te.Type.Kind().String()), te.Value)
+		if errors.As(err, &te) {
+			field := te.Field
+			if field == "" {
+				field = "body"
+			}
+			return invalid(field, "must be %s, got JSON %s", jsonKind(te.Type.Kind().String()), te.Value)
 		}
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
 			return invalid("body", "not valid JSON at byte %d: %v", se.Offset, err)
 		}
-		return invalid("body", "%v", err)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return invalid("body", "not valid JSON: the body ends before the JSON object does")
+		}
+		// No other decode error is expected; its text may name Go types, which a client has no
+		// use for.
+		return invalid("body", "not a valid JSON object")
 	}
 	return nil
+}
+
+// topLevelKind returns the kind of the body's top-level JSON value ("an array", "a string", "a
+// number", "a boolean", "null") when it is a well-formed value other than an object, and "" for
+// an object or a body that does not start with a JSON value (the decoder reports that).
+func topLevelKind(body []byte) string {
+	if len(body) == 0 || body[0] == '{' {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // 1e400 is a number too
+	tok, err := dec.Token()
+	if err != nil {
+		return ""
+	}
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '[' {
+			return "an array"
+		}
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return ""
 }
 
 func jsonKind(goKind string) string {
