@@ -176,6 +176,22 @@ func (s *stampStore) Record(ctx context.Context, id string, attempt int, e durab
 	return err
 }
 
+// RecordAll stamps as Record does when its group holds the key: the runtime writes an
+// execution's entries in groups, from a background writer woken as soon as the handler records
+// one, so the group's start is within microseconds of the handler reaching the step.
+func (s *stampStore) RecordAll(ctx context.Context, id string, attempt int, es []durable.Entry) error {
+	if !slices.ContainsFunc(es, func(e durable.Entry) bool { return e.Key == s.key }) {
+		return s.Store.RecordAll(ctx, id, attempt, es)
+	}
+	reached := time.Now()
+	err := s.Store.RecordAll(ctx, id, attempt, es)
+	written := time.Now()
+	s.mu.Lock()
+	s.at[id], s.done[id] = reached, written
+	s.mu.Unlock()
+	return err
+}
+
 func (s *stampStore) stamp(id string) (reached, written time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
