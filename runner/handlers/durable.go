@@ -229,22 +229,21 @@ func (c *callCtx) recordStep(fc goja.FunctionCall) goja.Value {
 
 // now is ctx.now(): the clock in milliseconds, recorded.
 func (c *callCtx) now(goja.FunctionCall) goja.Value {
-	key := c.key("now", "")
-	if raw, ok := c.recorded(key); ok {
-		return c.parse(raw)
-	}
-	raw := json.RawMessage(strconv.FormatInt(c.journal.now().UnixMilli(), 10))
-	c.record(key, raw)
-	return c.parse(raw)
+	return c.recordedValue("now", func() string { return strconv.FormatInt(c.journal.now().UnixMilli(), 10) })
 }
 
 // random is ctx.random(): a number in [0, 1), recorded.
 func (c *callCtx) random(goja.FunctionCall) goja.Value {
-	key := c.key("random", "")
+	return c.recordedValue("random", func() string { return strconv.FormatFloat(rand.Float64(), 'g', -1, 64) })
+}
+
+// recordedValue is the next value of kind: its record on replay, else value's JSON, recorded.
+func (c *callCtx) recordedValue(kind string, value func() string) goja.Value {
+	key := c.key(kind, "")
 	if raw, ok := c.recorded(key); ok {
 		return c.parse(raw)
 	}
-	raw := json.RawMessage(strconv.FormatFloat(rand.Float64(), 'g', -1, 64))
+	raw := json.RawMessage(value())
 	c.record(key, raw)
 	return c.parse(raw)
 }

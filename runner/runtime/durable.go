@@ -276,15 +276,7 @@ func (rt *Runtime) Wake(ctx context.Context, runID string) error {
 			return nil
 		}
 		woke, _ := json.Marshal(map[string]any{"woke_at": now})
-		claimed, err := rt.runs.Answer(ctx, rt.opts.AgentID, run.ID, p.Key, woke, "", now, now.Add(rt.lease()))
-		if errors.Is(err, durable.ErrStale) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		rt.publishRun(ctx, claimed)
-		rt.resumeRun(ctx, claimed)
+		return rt.answerAndResume(ctx, run, woke, "", now)
 	case run.Status == durable.AwaitingInput && p != nil && p.ExpiresAt != nil:
 		if now.Before(*p.ExpiresAt) {
 			rt.schedule(ctx, run, *p.ExpiresAt)
@@ -363,7 +355,13 @@ func (rt *Runtime) expire(ctx context.Context, run durable.Run, now time.Time) e
 		answer["value"] = nil
 	}
 	value, _ := json.Marshal(answer) // plain values: cannot fail
-	claimed, err := rt.runs.Answer(ctx, rt.opts.AgentID, run.ID, p.Key, value, "timeout", now, now.Add(rt.lease()))
+	return rt.answerAndResume(ctx, run, value, "timeout", now)
+}
+
+// answerAndResume records value as the answer to run's pause (a wake-up's or a timeout's) and
+// resumes the run; a run that moved on meanwhile is left alone.
+func (rt *Runtime) answerAndResume(ctx context.Context, run durable.Run, value json.RawMessage, by string, now time.Time) error {
+	claimed, err := rt.runs.Answer(ctx, rt.opts.AgentID, run.ID, run.Pause.Key, value, by, now, now.Add(rt.lease()))
 	if errors.Is(err, durable.ErrStale) {
 		return nil
 	}

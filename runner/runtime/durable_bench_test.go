@@ -167,13 +167,7 @@ func (s *stampStore) Record(ctx context.Context, id string, attempt int, e durab
 	if e.Key != s.key {
 		return s.Store.Record(ctx, id, attempt, e)
 	}
-	reached := time.Now()
-	err := s.Store.Record(ctx, id, attempt, e)
-	written := time.Now()
-	s.mu.Lock()
-	s.at[id], s.done[id] = reached, written
-	s.mu.Unlock()
-	return err
+	return s.timed(id, func() error { return s.Store.Record(ctx, id, attempt, e) })
 }
 
 // RecordAll stamps as Record does when its group holds the key: the runtime writes an
@@ -183,8 +177,13 @@ func (s *stampStore) RecordAll(ctx context.Context, id string, attempt int, es [
 	if !slices.ContainsFunc(es, func(e durable.Entry) bool { return e.Key == s.key }) {
 		return s.Store.RecordAll(ctx, id, attempt, es)
 	}
+	return s.timed(id, func() error { return s.Store.RecordAll(ctx, id, attempt, es) })
+}
+
+// timed runs write, noting when it began and ended for run id.
+func (s *stampStore) timed(id string, write func() error) error {
 	reached := time.Now()
-	err := s.Store.RecordAll(ctx, id, attempt, es)
+	err := write()
 	written := time.Now()
 	s.mu.Lock()
 	s.at[id], s.done[id] = reached, written
