@@ -291,7 +291,7 @@ func TestDeploy(t *testing.T) {
 			name:    "production without autoPromoteProduction is not activated",
 			slug:    "held",
 			args:    []string{"--dir", dir, "--wait"},
-			wantOut: []string{"Deploying held to production", "is ready but not active in production (autoPromoteProduction is off).\nActivate it with: svc activate d"},
+			wantOut: []string{"Deploying held to production", "is ready but not active in production (autoPromoteProduction is off, or a newer deployment was requested; the build log says which).\nActivate it with: svc activate d"},
 		},
 		{
 			name:      "production with autoPromoteProduction",

@@ -148,7 +148,9 @@ func (d deployer) run(ctx context.Context, req client.RedeployRequest, dir strin
 	case dep.Status == client.StatusReady:
 		fmt.Fprintf(d.out, "Deployment %s is ready but not active in %s", dep.DeployID, dep.Environment)
 		if dep.Environment == client.Production {
-			fmt.Fprint(d.out, " (autoPromoteProduction is off)")
+			fmt.Fprint(d.out, " (autoPromoteProduction is off, or a newer deployment was requested; the build log says which)")
+		} else {
+			fmt.Fprint(d.out, " (a newer deployment was requested; the build log says which)")
 		}
 		fmt.Fprintf(d.out, ".\nActivate it with: svc activate %s\n", dep.DeployID)
 	default:
