@@ -100,6 +100,15 @@ func TestDurableRefundFlow(t *testing.T) {
 	if r := e.do("GET", "/stores/tickets/c1-0", service, nil); r.Status != 200 || num(r.JSON["version"]) != 1 {
 		t.Errorf("the ticket: %d %s; want written once", r.Status, r.Body)
 	}
+	if r := e.do("GET", "/api/sessions/"+id, customer, nil); r.Status != 200 || r.JSON["status"] != "completed" || r.JSON["answered_by"] != "finance-lead" {
+		t.Errorf("GET by the owner: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("GET", "/api/sessions/"+id, finance, nil); r.Status != 200 {
+		t.Errorf("GET by who answered: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("GET", "/api/sessions/"+id, mallory, nil); r.Status != 404 {
+		t.Errorf("GET by another user: %d %s", r.Status, r.Body)
+	}
 	if r := e.do("POST", "/api/sessions/"+id+"/cancel", finance, nil); r.Status != 409 {
 		t.Errorf("cancel of a completed run: %d %s", r.Status, r.Body)
 	}

@@ -124,6 +124,20 @@ func (rt *Runtime) findRun(r *http.Request, c *caller) (durable.Run, error) {
 	return run, nil
 }
 
+// getRun serves GET /api/sessions/{id}: the durable session's record, for its owner and for
+// whoever may answer it (or answered it last).
+func (rt *Runtime) getRun(w http.ResponseWriter, r *http.Request, c *caller) error {
+	run, err := rt.findRun(r, c)
+	if err != nil {
+		return err
+	}
+	if !c.seesRun(run) {
+		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
+	}
+	writeJSON(w, http.StatusOK, recordOf(run))
+	return nil
+}
+
 // answerRequest is the body of POST /api/sessions/{id}/answer.
 type answerRequest struct {
 	Value json.RawMessage `json:"value"`

@@ -358,6 +358,7 @@ func (rt *Runtime) routes() {
 	m.Handle("GET /inspect/context", rt.handle(rt.inspectContext))
 	m.Handle("GET /inspect/connections/{name}", rt.handle(rt.inspectConnection))
 	m.Handle("GET /api/events", rt.handle(rt.events))
+	m.Handle("GET /api/sessions/{id}", rt.handle(rt.getRun))
 	m.Handle("POST /api/sessions/{id}/answer", rt.handle(rt.answerRun))
 	m.Handle("POST /api/sessions/{id}/cancel", rt.handle(rt.cancelRun))
 	m.Handle("POST /api/sessions/{id}/restart", rt.handle(rt.restartRun))
