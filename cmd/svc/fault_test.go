@@ -273,7 +273,8 @@ const transitions = 1000
 
 // TestFaultConcurrentTransitions: transitions concurrent activate, promote and rollback calls on
 // one agent, spread over both api processes; afterwards exactly one active deployment per
-// environment, and both runners serve the active one of production.
+// environment, and both runners serve the active one of production. Then sequential calls, each
+// followed at once by a request to each runner: none serves the deployment the call replaced.
 func TestFaultConcurrentTransitions(t *testing.T) {
 	skipShortLocally(t)
 	t.Parallel()
@@ -332,4 +333,32 @@ func TestFaultConcurrentTransitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitServed(g, active.ID)
+
+	// The router never serves a deployment after the call that replaced it returned: after each
+	// of sequentialTransitions calls, at once, both runners serve the deployment it activated.
+	const sequentialTransitions = 60
+	stale := 0
+	for i := range sequentialTransitions {
+		var d struct{ DeployID string }
+		var s int
+		switch i % 3 {
+		case 0:
+			s = c.call("POST", "/api/deployments/"+prodIDs[i%2]+"/activate", nil, &d)
+		case 1:
+			s = c.call("POST", "/api/deployments/promote", map[string]any{"agentId": g.AgentID, "fromEnvironment": "preview-feature/x"}, &d)
+		case 2:
+			s = c.call("POST", "/api/deployments/rollback", map[string]any{"agentId": g.AgentID}, &d)
+		}
+		if s != 200 || d.DeployID == "" {
+			continue // nothing to roll back to: nothing changed
+		}
+		for _, name := range []string{"runner1", "runner2"} {
+			s, out, err := agentDo(t.Context(), "http://"+c.proc(name).addr, g.flowAgent, "GET", "/health", nil)
+			if err != nil || s != 200 || out["deployId"] != d.DeployID {
+				stale++
+				t.Errorf("%s after transition %d returned (active %s): %d %v %v", name, i, d.DeployID, s, out["deployId"], err)
+			}
+		}
+	}
+	t.Logf("%d sequential transitions, each followed at once by a request to both runners: %d served a replaced deployment", sequentialTransitions, stale)
 }
