@@ -116,13 +116,18 @@ func TestFaultRunnerDiesInChatStream(t *testing.T) {
 		t.Helper()
 		// A turn the dead runner left running holds the session's lock until its TTL ends: the
 		// next turn is refused (409) until then; a generous deadline.
+		refused := map[string]int{}
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 			s, out, err := chat(base, msg)
 			if err == nil && s == 200 {
 				session = fmt.Sprint(out["session_id"])
 				acked = append(acked, ackedTurn{msg, fmt.Sprint(out["text"])})
+				if len(refused) > 0 {
+					t.Logf("turn %q was refused before it ran: %v", msg, refused)
+				}
 				return
 			}
+			refused[fmt.Sprintf("%d %v %v", s, out["error"], err)]++
 			if time.Now().After(deadline) {
 				t.Fatalf("turn %q on %s = %d %v %v", msg, base, s, out, err)
 			}
