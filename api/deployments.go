@@ -15,6 +15,7 @@ import (
 	"svc/bundle"
 	"svc/deploy"
 	"svc/errcode"
+	"svc/faults"
 	"svc/registry"
 )
 
@@ -271,6 +272,7 @@ func (a *API) promote(c *gin.Context) error {
 		Copy: func(ctx context.Context, d registry.Deployment) (string, error) {
 			// Bundles are immutable and content addressed: the new deployment shares the object.
 			// Opening it as a runner does proves it is present and serves (no copy is made).
+			faults.Point("promote.copy")
 			if err := a.servable(ctx, d); err != nil {
 				return "", err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"svc/agent"
 	"svc/bundle"
+	"svc/faults"
 	"svc/registry"
 )
 
@@ -138,6 +139,7 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 		return nil
 	})
 	r.step(ctx, StepUpload, func() error {
+		faults.Point("build.upload")
 		info, err := obj.Stat(ctx, res.BundleKey)
 		switch {
 		case err == nil && info.Size == res.BundleSize:

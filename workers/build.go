@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"svc/builder"
+	"svc/faults"
 	"svc/registry"
 )
 
@@ -144,6 +145,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 
 	// 1. Fetch the source tree, unless the push's branch check has just done so.
 	started := time.Now()
+	faults.Point("build.fetch")
 	tree, res, fetched, err := h.source(ctx, src, b)
 	fetch := builder.Step{Name: "fetch", Status: builder.StepSucceeded, Duration: time.Since(started)}
 	switch {
@@ -182,6 +184,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 		h.cfg.Metrics.done("retried", steps)
 		return retryLater(b, log, err)
 	}
+	faults.Point("build.activate")
 	// FinishBuild writes the last line in the transaction that marks the build finished, so a
 	// follower that stops at the finished status has seen every line.
 	_, err = h.cfg.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{

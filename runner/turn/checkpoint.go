@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"svc/faults"
 	"svc/runner/loop"
 	"svc/runner/sessions"
 	"svc/runner/sse"
@@ -32,6 +33,7 @@ func (c *checkpointSink) Emit(f *sse.Frame) error {
 	if f.Type != sse.TypeTextDelta {
 		return err
 	}
+	faults.Point("chat.stream")
 	c.mu.Lock()
 	c.text.WriteString(f.Content)
 	var partial string

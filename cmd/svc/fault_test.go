@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/registry"
+)
+
+// Issue 16: the roles of svc as separate processes (harness_test.go), killed at the worst
+// moments through the fault points of package faults, then the invariants checked over the API
+// and the database (cluster.checkInvariants).
+//
+// Each test has its own cluster, Postgres database and Redis database (11 to 15; scaleout uses
+// 7, durable 9). They run locally unless -short, and always in CI.
+//
+// The waits for a build whose worker was killed are generous (3 minutes): asynq takes the task
+// back only once its lease expired (30 s, checked every minute), until its lease is shortened
+// (issue 16, item 4). The tests print how long it took.
+
+func skipShortLocally(t *testing.T) {
+	t.Helper()
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("the fault harness runs six processes; skipped with -short outside CI")
+	}
+}
+
+// testBuildFault: a worker armed at point dies in the build of a push (the other worker is down
+// until then); both workers start again, the build ends ready and active, and the invariants
+// hold.
+func testBuildFault(t *testing.T, redisDB int, point string) {
+	skipShortLocally(t)
+	t.Parallel()
+	c := startCluster(t, redisDB)
+	g := c.gitAgent("fault " + point)
+	first := g.push("main", g.first)
+	c.waitSettled([]string{first}, 3*time.Minute)
+
+	w1, w2 := c.proc("worker1"), c.proc("worker2")
+	w2.Kill()
+	w1.Restart(point)
+	id := g.push("main", g.commit("main"))
+	w1.WaitDied(2 * time.Minute)
+	died := time.Now()
+	t.Logf("worker1 died at %s in the build of deployment %s", point, id)
+	w2.Start("") // another worker carries on
+	w1.Start("") // and the dead one comes back
+	settled := c.checkInvariants([]string{first, id}, g.AgentID+"/"+registry.Production)
+	t.Logf("the build interrupted at %s ended %s %s after its worker died", point, settled[id].Status, time.Since(died).Round(100*time.Millisecond))
+	if d := settled[id]; d.Status != registry.StatusReady || !d.IsActive {
+		t.Errorf("deployment %s after the fault = %+v; want ready and active (the newest push of production)", id, d)
+	}
+}
+
+func TestFaultWorkerDiesInFetch(t *testing.T)    { testBuildFault(t, 11, "build.fetch") }
+func TestFaultWorkerDiesInUpload(t *testing.T)   { testBuildFault(t, 12, "build.upload") }
+func TestFaultWorkerDiesInActivate(t *testing.T) { testBuildFault(t, 13, "build.activate") }
+
+// waitServed waits until every live runner serves deployID at the agent's persistent URL.
+func (c *cluster) waitServed(g *gitAgent, deployID string) {
+	t := c.t
+	t.Helper()
+	for _, name := range []string{"runner1", "runner2"} {
+		p := c.proc(name)
+		if !p.Alive() {
+			continue
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			s, out, err := agentDo(t.Context(), "http://"+p.addr, g.flowAgent, "GET", "/health", nil)
+			if err == nil && s == 200 && out["deployId"] == deployID {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not serve %s: %d %v %v", name, deployID, s, out, err)
+			}
+		}
+	}
+}
+
+// ackedTurn is a chat turn whose answer the client received.
+type ackedTurn struct{ message, answer string }
+
+// TestFaultRunnerDiesInChatStream: a runner dies in the middle of a turn (after its 5th text
+// delta); the chat continues on the other runner with its history intact: every acknowledged
+// turn kept, the interrupted one marked interrupted with the text it had stored, and no two
+// user messages in a row.
+func TestFaultRunnerDiesInChatStream(t *testing.T) {
+	skipShortLocally(t)
+	t.Parallel()
+	c := startCluster(t, 14)
+	g := c.gitAgent("fault chat")
+	first := g.push("main", g.first)
+	c.waitSettled([]string{first}, 3*time.Minute)
+	c.waitServed(g, first)
+
+	r1, r2 := c.proc("runner1"), c.proc("runner2")
+	var session string
+	var acked []ackedTurn
+	chat := func(base, msg string) (int, map[string]any, error) {
+		body := map[string]any{"message": msg}
+		if session != "" {
+			body["session_id"] = session
+		}
+		return agentDo(t.Context(), base, g.flowAgent, "POST", "/chat/sync", body)
+	}
+	turn := func(base, msg string) {
+		t.Helper()
+		// A turn the dead runner left running holds the session's lock until its TTL ends: the
+		// next turn is refused (409) until then; a generous deadline.
+		refused := map[string]int{}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			s, out, err := chat(base, msg)
+			if err == nil && s == 200 {
+				session = fmt.Sprint(out["session_id"])
+				acked = append(acked, ackedTurn{msg, fmt.Sprint(out["text"])})
+				if len(refused) > 0 {
+					t.Logf("turn %q was refused before it ran: %v", msg, refused)
+				}
+				return
+			}
+			refused[fmt.Sprintf("%d %v %v", s, out["error"], err)]++
+			if time.Now().After(deadline) {
+				t.Fatalf("turn %q on %s = %d %v %v", msg, base, s, out, err)
+			}
+		}
+	}
+	// Two acknowledged turns, one on each runner (the front's round robin).
+	turn("http://"+r1.addr, "hello one")
+	turn("http://"+r2.addr, "hello two")
+
+	// runner2 dies at its 5th text delta of the next turn: the client sees the stream cut.
+	r2.Restart("chat.stream:5")
+	c.waitServed(g, first)
+	long := "please tell me a long story about " + strings.Repeat("many words ", 12) + "and more"
+	s, out, err := chat("http://"+r2.addr, long)
+	if err == nil {
+		t.Fatalf("the turn on the armed runner answered %d %v; want its process killed mid-stream", s, out)
+	}
+	r2.WaitDied(time.Minute)
+	killed := time.Now()
+
+	// The chat goes on on runner1, with its history.
+	turn("http://"+r1.addr, "hello three")
+	t.Logf("the next turn was answered on the other runner %s after the kill", time.Since(killed).Round(100*time.Millisecond))
+	r2.Start("")
+	var hist struct {
+		Status   string
+		Messages []struct {
+			Role, Content string
+			Interrupted   bool
+		}
+	}
+	s, err = c.agentGet(g, "http://"+r2.addr, "/sessions/history/"+session, &hist)
+	if err != nil || s != 200 {
+		t.Fatalf("history = %d, %v", s, err)
+	}
+	var users, lines []string
+	prevUser := false
+	for _, m := range hist.Messages {
+		lines = append(lines, fmt.Sprintf("%s%s: %q", m.Role, map[bool]string{true: " (interrupted)"}[m.Interrupted], m.Content))
+		if m.Role == "user" {
+			if prevUser {
+				t.Errorf("invariant: two user messages in a row, the second %q", m.Content)
+			}
+			users = append(users, m.Content)
+		}
+		prevUser = m.Role == "user"
+	}
+	t.Logf("history after the kill:\n%s", strings.Join(lines, "\n"))
+	// Every acknowledged turn is there, in order, with its answer.
+	i := 0
+	for _, a := range acked {
+		for i < len(hist.Messages) && !(hist.Messages[i].Role == "user" && hist.Messages[i].Content == a.message) {
+			i++
+		}
+		if i+1 >= len(hist.Messages) || hist.Messages[i+1].Role != "assistant" || hist.Messages[i+1].Content != a.answer {
+			t.Errorf("invariant: the acknowledged turn %q (answered %q) is not in the history in order", a.message, a.answer)
+			break
+		}
+		i += 2
+	}
+	// The interrupted turn: its user message, then what it had stored, marked interrupted.
+	found := false
+	for j, m := range hist.Messages {
+		if m.Role == "user" && m.Content == long {
+			found = true
+			next := hist.Messages[min(j+1, len(hist.Messages)-1)]
+			switch {
+			case j+1 >= len(hist.Messages) || next.Role != "assistant" || !next.Interrupted:
+				t.Errorf("the interrupted turn's user message is not followed by an assistant message marked interrupted")
+			case !strings.HasPrefix("echo: "+long, next.Content):
+				t.Errorf("the interrupted answer %q: want the start of what was streamed, %q", next.Content, "echo: "+long)
+			default:
+				// A turn stores its streamed text every turn.CheckpointEvery (1 s): the echo
+				// model's turn died well within its first second, so nothing may be kept.
+				t.Logf("the interrupted answer kept %d of the %d bytes streamed in the whole turn", len(next.Content), len("echo: "+long))
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the interrupted turn's user message is not in the history")
+	}
+	if hist.Status != "idle" {
+		t.Errorf("session status %q after the next turn; want idle", hist.Status)
+	}
+	c.checkInvariants([]string{first}, g.AgentID+"/"+registry.Production)
+}
+
+// agentGet reads path on the agent's URL at base with its runtime token into out.
+func (c *cluster) agentGet(g *gitAgent, base, path string, out any) (int, error) {
+	req, err := http.NewRequestWithContext(c.t.Context(), "GET", base+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Host = g.Slug + ".apps.localhost"
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
+}
+
+// TestFaultAPIDiesInPromoteCopy: an api process dies while a promotion checks and shares the
+// bundle; production is unchanged, the promotion through the other api succeeds, and the
+// invariants hold.
+func TestFaultAPIDiesInPromoteCopy(t *testing.T) {
+	skipShortLocally(t)
+	t.Parallel()
+	c := startCluster(t, 15)
+	g := c.gitAgent("fault promote")
+	preview := g.push("feature/x", g.commit("feature/x"))
+	prod := g.push("main", g.first)
+	c.waitSettled([]string{preview, prod}, 3*time.Minute)
+
+	a1 := c.proc("api1")
+	a1.Restart("promote.copy")
+	body := map[string]any{"agentId": g.AgentID, "fromEnvironment": "preview-feature/x", "toEnvironment": registry.Production}
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", "http://"+a1.addr+"/api/deployments/promote", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+c.admin)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("promote on the armed api = %d; want its process killed", resp.StatusCode)
+	}
+	a1.WaitDied(time.Minute)
+	c.checkInvariants([]string{preview, prod}, g.AgentID+"/"+registry.Production, g.AgentID+"/preview-feature/x")
+	var d deploymentView
+	if c.call("GET", "/api/deployments/"+prod, nil, &d); !d.IsActive {
+		t.Errorf("production after the interrupted promotion: %s is not active any more: %+v", prod, d)
+	}
+	var promoted struct {
+		DeployID     string
+		PromotedFrom string
+		IsActive     bool
+	}
+	if s := c.call("POST", "/api/deployments/promote", body, &promoted); s != 200 || !promoted.IsActive || promoted.PromotedFrom != preview {
+		t.Fatalf("promote through the live api = %d %+v", s, promoted)
+	}
+	a1.Start("")
+	c.checkInvariants([]string{preview, prod}, g.AgentID+"/"+registry.Production, g.AgentID+"/preview-feature/x")
+}
+
+// transitions is how many activate, promote and rollback calls TestFaultConcurrentTransitions
+// spreads over the two api processes (issue 16 asks for 1,000).
+const transitions = 1000
+
+// TestFaultConcurrentTransitions: transitions concurrent activate, promote and rollback calls on
+// one agent, spread over both api processes; afterwards exactly one active deployment per
+// environment, and both runners serve the active one of production. Then sequential calls, each
+// followed at once by a request to each runner: none serves the deployment the call replaced.
+func TestFaultConcurrentTransitions(t *testing.T) {
+	skipShortLocally(t)
+	t.Parallel()
+	c := startCluster(t, 10)
+	g := c.gitAgent("transitions")
+	ids := []string{g.push("main", g.first), g.push("main", g.commit("main")), g.push("feature/x", g.commit("feature/x"))}
+	c.waitSettled(ids, 3*time.Minute)
+	prodIDs := ids[:2]
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[string]map[int]int{}
+	sem := make(chan struct{}, 64) // calls in flight at once
+	for i := range transitions {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var kind string
+			var s int
+			var err error
+			switch i % 3 {
+			case 0:
+				kind = "activate"
+				s, err = c.do(context.Background(), "POST", "/api/deployments/"+prodIDs[rand.IntN(len(prodIDs))]+"/activate", nil, nil, nil)
+			case 1:
+				kind = "promote"
+				s, err = c.do(context.Background(), "POST", "/api/deployments/promote", map[string]any{"agentId": g.AgentID, "fromEnvironment": "preview-feature/x"}, nil, nil)
+			case 2:
+				kind = "rollback"
+				s, err = c.do(context.Background(), "POST", "/api/deployments/rollback", map[string]any{"agentId": g.AgentID}, nil, nil)
+			}
+			if err != nil {
+				s = -1
+			}
+			mu.Lock()
+			if statuses[kind] == nil {
+				statuses[kind] = map[int]int{}
+			}
+			statuses[kind][s]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t.Logf("%d concurrent transitions over two api processes in %s: %v", transitions, time.Since(start).Round(time.Millisecond), statuses)
+	for kind, by := range statuses {
+		for s, n := range by {
+			if s/100 == 5 || s < 0 {
+				t.Errorf("%d %s calls answered %d", n, kind, s)
+			}
+		}
+	}
+	c.checkInvariants(ids, g.AgentID+"/"+registry.Production, g.AgentID+"/preview-feature/x")
+	var active registry.Deployment
+	if err := c.db.Where("agent_id = ? AND environment = ? AND is_active", g.AgentID, registry.Production).Take(&active).Error; err != nil {
+		t.Fatal(err)
+	}
+	c.waitServed(g, active.ID)
+
+	// The router never serves a deployment after the call that replaced it returned: after each
+	// of sequentialTransitions calls, at once, both runners serve the deployment it activated.
+	const sequentialTransitions = 60
+	stale := 0
+	for i := range sequentialTransitions {
+		var d struct{ DeployID string }
+		var s int
+		switch i % 3 {
+		case 0:
+			s = c.call("POST", "/api/deployments/"+prodIDs[i%2]+"/activate", nil, &d)
+		case 1:
+			s = c.call("POST", "/api/deployments/promote", map[string]any{"agentId": g.AgentID, "fromEnvironment": "preview-feature/x"}, &d)
+		case 2:
+			s = c.call("POST", "/api/deployments/rollback", map[string]any{"agentId": g.AgentID}, &d)
+		}
+		if s != 200 || d.DeployID == "" {
+			continue // nothing to roll back to: nothing changed
+		}
+		for _, name := range []string{"runner1", "runner2"} {
+			s, out, err := agentDo(t.Context(), "http://"+c.proc(name).addr, g.flowAgent, "GET", "/health", nil)
+			if err != nil || s != 200 || out["deployId"] != d.DeployID {
+				stale++
+				t.Errorf("%s after transition %d returned (active %s): %d %v %v", name, i, d.DeployID, s, out["deployId"], err)
+			}
+		}
+	}
+	t.Logf("%d sequential transitions, each followed at once by a request to both runners: %d served a replaced deployment", sequentialTransitions, stale)
+}
