@@ -21,8 +21,10 @@ import (
 	"svc/runner/sessions"
 )
 
-// DefaultTTL is how long a lock outlives a runner that stopped renewing it.
-const DefaultTTL = 15 * time.Second
+// DefaultTTL is how long a lock outlives a runner that stopped renewing it: how long a session
+// whose runner died refuses a turn on another runner (409 turn_in_progress). Renewed every
+// TTL/3 (2 s), a lock survives a Redis hiccup of up to 6 s.
+const DefaultTTL = 6 * time.Second
 
 // Locker takes session locks in Redis. It is safe for concurrent use.
 type Locker struct {
