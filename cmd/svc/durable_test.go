@@ -18,11 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"svc/migrations"
-	"svc/migrations/dbtest"
-	"svc/registry/s3objects/s3test"
 	"svc/runner/durable"
 )
 
@@ -482,29 +478,8 @@ func TestDurableSleepWakesThroughTheQueue(t *testing.T) {
 		testSleep(t, p.url, a, openRuns(t, "sqlite:"+filepath.Join(dataDir, "svc.db")), nil)
 	})
 	t.Run("redis", func(t *testing.T) {
-		redisURL := os.Getenv("SVC_TEST_REDIS_URL")
-		if redisURL == "" {
-			redisURL = "redis://127.0.0.1:6379/0"
-		}
-		opt, err := redis.ParseURL(redisURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt.DB = 9 // a database of its own, emptied first
-		rdb := redis.NewClient(opt)
-		defer rdb.Close()
-		if err := rdb.FlushDB(context.Background()).Err(); err != nil {
-			dbtest.Missing(t, "Redis at "+opt.Addr, err)
-		}
-		s3 := s3test.Start(t)
-		dbURL := dbtest.PostgresURL(t)
 		const admin = "pk_durable_sleep_admin_token_0123456789"
-		common := []string{
-			"--database-url", dbURL, "--redis-url", fmt.Sprintf("redis://%s/9", opt.Addr),
-			"--s3-endpoint", s3.Endpoint, "--s3-bucket", s3.Bucket, "--s3-access-key", s3.AccessKey, "--s3-secret-key", s3.SecretKey,
-			"--signing-key", strings.Repeat("ab", 32), "--secret-key", strings.Repeat("cd", 32),
-			"--bootstrap-admin-token", admin, "--log-format", "json", "--log-level", "warn", "--data-dir", t.TempDir(),
-		}
+		common, dbURL, rdb := scaleOutFlags(t, 9, admin)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		t.Cleanup(func() { cancel(); wg.Wait() })

@@ -38,7 +38,12 @@ func freeAddr(t *testing.T) string {
 // TestScaleOut runs the three roles as separate servers on Postgres, Redis (asynq) and a real
 // S3 server: a signed push of the support-desk fixture builds on the worker, serves on the
 // runner, and production follows autoPromoteProduction.
-func TestScaleOut(t *testing.T) {
+// scaleOutFlags gives the roles of a scale-out test their services: a fresh Postgres database,
+// Redis database db of its own (emptied first) and the test S3 server; it returns the flags every
+// role takes (admin is the bootstrap admin token), the database's URL and a client of the Redis
+// database, closed when t ends.
+func scaleOutFlags(t *testing.T, db int, admin string) (common []string, dbURL string, rdb *redis.Client) {
+	t.Helper()
 	redisURL := os.Getenv("SVC_TEST_REDIS_URL")
 	if redisURL == "" {
 		redisURL = "redis://127.0.0.1:6379/0"
@@ -47,21 +52,25 @@ func TestScaleOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.DB = 7 // a database of its own, emptied first
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	opt.DB = db
+	rdb = redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() }) // a failed close leaves nothing to undo
 	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
 		dbtest.Missing(t, "Redis at "+opt.Addr, err)
 	}
 	s3 := s3test.Start(t)
-	dbURL := dbtest.PostgresURL(t)
-	const admin = "pk_scaleout_admin_token_0123456789"
-	common := []string{
-		"--database-url", dbURL, "--redis-url", fmt.Sprintf("redis://%s/7", opt.Addr),
+	dbURL = dbtest.PostgresURL(t)
+	return []string{
+		"--database-url", dbURL, "--redis-url", fmt.Sprintf("redis://%s/%d", opt.Addr, db),
 		"--s3-endpoint", s3.Endpoint, "--s3-bucket", s3.Bucket, "--s3-access-key", s3.AccessKey, "--s3-secret-key", s3.SecretKey,
 		"--signing-key", strings.Repeat("ab", 32), "--secret-key", strings.Repeat("cd", 32),
 		"--bootstrap-admin-token", admin, "--log-format", "json", "--log-level", "warn", "--data-dir", t.TempDir(),
-	}
+	}, dbURL, rdb
+}
+
+func TestScaleOut(t *testing.T) {
+	const admin = "pk_scaleout_admin_token_0123456789"
+	common, dbURL, _ := scaleOutFlags(t, 7, admin)
 	apiAddr, runnerAddr := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
