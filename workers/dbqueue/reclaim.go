@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -38,17 +36,6 @@ func hostKey() string {
 	host, _ := os.Hostname() // a missing name leaves the boot id (or nothing) to tell hosts apart
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	return host + "/" + strings.TrimSpace(string(boot))
-}
-
-// processAlive reports whether a process with this pid exists on this host. An existing process
-// that is not ours (EPERM) counts as alive: the pid may have been reused, and then the claim
-// simply waits out its lease.
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return true // not a pid we recorded: leave the claim alone
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || !errors.Is(err, syscall.ESRCH)
 }
 
 // reclaimPredecessors expires at once the leases of running claims made by an earlier process of
