@@ -2,6 +2,8 @@ package workers_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +26,7 @@ import (
 	"svc/registry/fsobjects"
 	"svc/webhook"
 	"svc/workers"
+	"svc/workers/asynqqueue"
 	"svc/workers/dbqueue"
 )
 
@@ -32,6 +35,9 @@ const (
 	envCrashChild   = "SVC_TEST_CRASH_CHILD"
 	envCrashDB      = "SVC_TEST_CRASH_DB"
 	envCrashObjects = "SVC_TEST_CRASH_OBJECTS"
+	// envCrashQueue, when set, is the asynq queue (on the test Redis) both workers use instead
+	// of the database queue.
+	envCrashQueue = "SVC_TEST_CRASH_QUEUE"
 )
 
 // TestMain lets the test binary act as the crashing worker process.
@@ -53,8 +59,14 @@ func crashChild() {
 	if err != nil {
 		panic(err)
 	}
-	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 10 * time.Millisecond, Lease: time.Second})
-	if err != nil {
+	var q workers.Queue
+	if name := os.Getenv(envCrashQueue); name != "" {
+		aq, err := asynqqueue.New(redisCrashConfig(name))
+		if err != nil {
+			panic(err)
+		}
+		q = aq
+	} else if q, err = dbqueue.New(db, dbqueue.Config{PollInterval: 10 * time.Millisecond, Lease: time.Second}); err != nil {
 		panic(err)
 	}
 	mux := workers.NewServeMux()
@@ -89,12 +101,39 @@ func TestBuildSurvivesWorkerCrash(t *testing.T) {
 			if dialect == "postgres" {
 				dbURL = dbtest.PostgresURL(t)
 			}
-			testCrash(t, dbURL)
+			testCrash(t, dbURL, "")
 		})
 	}
 }
 
-func testCrash(t *testing.T, dbURL string) {
+// redisCrashConfig is the asynq queue of the Redis crash test: asynq's defaults, as `svc worker`
+// runs it (the default Lease included), but a quick poll.
+func redisCrashConfig(queue string) asynqqueue.Config {
+	return asynqqueue.Config{RedisURL: dbtest.RedisURL(), Queue: queue, PollInterval: 100 * time.Millisecond, RetryBase: 10 * time.Millisecond}
+}
+
+// TestBuildSurvivesWorkerCrashRedis is TestBuildSurvivesWorkerCrash with the scale-out queue:
+// asynq on Redis, the worker killed mid-fetch, another worker taking the build over once our
+// liveness key of the dead worker's task has expired (not asynq's one-to-two-minute lease).
+func TestBuildSurvivesWorkerCrashRedis(t *testing.T) {
+	rdb := dbtest.Redis(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	queue := "svctest_crash_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx := context.Background()
+		keys, _ := rdb.Keys(ctx, "asynq:{"+queue+"}:*").Result()
+		if len(keys) > 0 {
+			_ = rdb.Del(ctx, keys...).Err()
+		}
+		_ = rdb.SRem(ctx, "asynq:queues", queue).Err()
+	})
+	testCrash(t, dbtest.PostgresURL(t), queue)
+}
+
+// testCrash runs the crash test on the database at dbURL, with the database queue, or with the
+// asynq queue named redisQueue when that is set.
+func testCrash(t *testing.T, dbURL, redisQueue string) {
 	ctx := context.Background()
 	db, err := migrations.Open(ctx, dbURL)
 	if err != nil {
@@ -140,8 +179,15 @@ func testCrash(t *testing.T, dbURL string) {
 		t.Fatal(err)
 	}
 	// Record the build of the branch head and enqueue it through a queue that nobody runs here yet.
-	q, err := dbqueue.New(db, dbqueue.Config{PollInterval: 10 * time.Millisecond, Lease: time.Second, RetryBase: 10 * time.Millisecond})
-	if err != nil {
+	var q workers.Queue
+	if redisQueue != "" {
+		aq, err := asynqqueue.New(redisCrashConfig(redisQueue))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = aq.Close() })
+		q = aq
+	} else if q, err = dbqueue.New(db, dbqueue.Config{PollInterval: 10 * time.Millisecond, Lease: time.Second, RetryBase: 10 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := cfg.Deployments.StartBuild(ctx, registry.BuildRequest{AgentID: a.ID, Environment: "preview-main", Branch: "main", Commit: commit, Trigger: "redeploy"})
@@ -155,7 +201,7 @@ func testCrash(t *testing.T, dbURL string) {
 	// 1. The child worker claims the build and stalls in the fetch; kill it there.
 	stall.Store(true)
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), envCrashChild+"=1", envCrashDB+"="+dbURL, envCrashObjects+"="+objDir)
+	child.Env = append(os.Environ(), envCrashChild+"=1", envCrashDB+"="+dbURL, envCrashObjects+"="+objDir, envCrashQueue+"="+redisQueue)
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
@@ -171,6 +217,7 @@ func testCrash(t *testing.T, dbURL string) {
 		t.Fatal(err)
 	}
 	_ = child.Wait() // killed: its exit status is the signal
+	killed := time.Now()
 	b, err := cfg.Deployments.GetBuild(ctx, st.Build.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +247,7 @@ func testCrash(t *testing.T, dbURL string) {
 	if !d.Serving() || d.CommitSHA != commit {
 		t.Fatalf("deployment after takeover = %+v", d)
 	}
+	t.Logf("worker killed -> build finished by another worker after %v", time.Since(killed).Round(time.Millisecond))
 	b, err = cfg.Deployments.GetBuild(ctx, st.Build.ID)
 	if err != nil {
 		t.Fatal(err)

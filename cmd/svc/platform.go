@@ -194,7 +194,13 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 		p.queue = q
 		p.closers = append(p.closers, q.Close)
 	} else {
-		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, Logger: log})
+		// The data dir names the instance: a restart after a kill -9 takes back at once the
+		// builds its dead predecessor had claimed, instead of waiting out their lease.
+		instance, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("queue: data dir: %w", err)
+		}
+		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, Logger: log, Instance: instance})
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}

@@ -49,6 +49,11 @@ type Config struct {
 	PollInterval time.Duration
 	// RetryBase is the first retry delay (default workers.DefaultRetryBase); see workers.RetryDelay.
 	RetryBase time.Duration
+	// Lease is how long a running task's liveness mark lasts without a refresh (default 5s, at
+	// least MinLease); its worker refreshes it every Lease/5. A task whose worker died is requeued
+	// by any Run about 1.5 Lease after the death, instead of after asynq's fixed lease and
+	// recoverer (one to two minutes); see the package doc.
+	Lease time.Duration
 	// Logger receives the queue's and asynq's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -105,6 +110,8 @@ func (c *Config) withDefaults() error {
 		return fmt.Errorf("%w: PollInterval %v must not be negative", ErrConfig, c.PollInterval)
 	case c.RetryBase < 0:
 		return fmt.Errorf("%w: RetryBase %v must not be negative", ErrConfig, c.RetryBase)
+	case c.Lease < 0 || (c.Lease > 0 && c.Lease < MinLease):
+		return fmt.Errorf("%w: Lease %v must be at least %v (0 means %v)", ErrConfig, c.Lease, MinLease, DefaultLease)
 	}
 	u, err := url.Parse(c.RedisURL)
 	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
@@ -118,6 +125,9 @@ func (c *Config) withDefaults() error {
 	}
 	if c.RetryBase == 0 {
 		c.RetryBase = workers.DefaultRetryBase
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
 	}
 	return nil
 }

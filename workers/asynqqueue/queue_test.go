@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
-	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,8 +44,7 @@ var harness = queuetest.Harness{
 		tb.Cleanup(func() { deleteQueue(tb, rdb, queue) })
 		return redisURL() + "#" + queue
 	},
-	Open:         openQueue,
-	ExpireLeases: expireLeases,
+	Open: openQueue,
 }
 
 func openQueue(tb testing.TB, addr string, cfg queuetest.Config) workers.Queue {
@@ -57,6 +56,7 @@ func openQueue(tb testing.TB, addr string, cfg queuetest.Config) workers.Queue {
 		Concurrency:  cfg.Concurrency,
 		PollInterval: cfg.PollInterval,
 		RetryBase:    cfg.RetryBase,
+		Lease:        cfg.Lease,
 		Logger:       cfg.Logger,
 	})
 	if err != nil {
@@ -68,30 +68,6 @@ func openQueue(tb testing.TB, addr string, cfg queuetest.Config) workers.Queue {
 		}
 	})
 	return q
-}
-
-// expireLeases ages every lease of the queue past asynq's fixed 30s lease and 30s clock-skew
-// allowance, standing in for the minute a real crash would have to wait (see the package doc;
-// SVC_TEST_REAL_LEASE=1 waits for real instead).
-func expireLeases(tb testing.TB, addr string) {
-	tb.Helper()
-	_, queue := splitAddr(tb, addr)
-	rdb := redisClient(tb)
-	ctx := context.Background()
-	key := "asynq:{" + queue + "}:lease"
-	ids, err := rdb.ZRange(ctx, key, 0, -1).Result()
-	if err != nil {
-		tb.Fatalf("list leases: %v", err)
-	}
-	if len(ids) == 0 {
-		tb.Fatalf("no task holds a lease in queue %s", queue)
-	}
-	past := float64(time.Now().Add(-5 * time.Minute).Unix())
-	for _, id := range ids {
-		if err := rdb.ZAddXX(ctx, key, redis.Z{Score: past, Member: id}).Err(); err != nil {
-			tb.Fatalf("age lease: %v", err)
-		}
-	}
 }
 
 // deleteQueue removes every key of a test queue.
@@ -116,13 +92,7 @@ func deleteQueue(tb testing.TB, rdb *redis.Client, queue string) {
 	}
 }
 
-func TestConformance(t *testing.T) {
-	h := harness
-	if os.Getenv("SVC_TEST_REAL_LEASE") != "" {
-		h.ExpireLeases = nil // wait for asynq's own lease and recoverer: one to two minutes
-	}
-	queuetest.Run(t, h)
-}
+func TestConformance(t *testing.T) { queuetest.Run(t, harness) }
 
 // TestHelperProcess is the worker process that the crash test kills; see queuetest.HelperProcess.
 func TestHelperProcess(t *testing.T) { queuetest.HelperProcess(t, openQueue) }
@@ -150,6 +120,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"Concurrency over limit", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Concurrency: asynqqueue.MaxConcurrency + 1}, false, "Concurrency"},
 		{"negative PollInterval", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, PollInterval: -1}, false, "PollInterval"},
 		{"negative RetryBase", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, RetryBase: -1}, false, "RetryBase"},
+		{"Lease too short", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Lease: asynqqueue.MinLease - 1}, false, "Lease"},
+		{"negative Lease", asynqqueue.Config{RedisURL: dbtest.DefaultRedisURL, Lease: -1}, false, "Lease"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,5 +154,110 @@ func TestRunReportsUnreachableRedis(t *testing.T) {
 	})
 	if err := q.Run(context.Background(), workers.NewServeMux()); err == nil || !strings.Contains(err.Error(), "unreachable") {
 		t.Fatalf("Run = %v, want an unreachable-redis error", err)
+	}
+}
+
+// openShort opens a queue on addr with the shortest lease, so that a reaping mistake shows fast.
+func openShort(t *testing.T, addr string) *asynqqueue.Queue {
+	t.Helper()
+	u, queue := splitAddr(t, addr)
+	q, err := asynqqueue.New(asynqqueue.Config{RedisURL: u, Queue: queue, PollInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, Lease: asynqqueue.MinLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+func runQueue(t *testing.T, q *asynqqueue.Queue, mux *workers.ServeMux) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- q.Run(ctx, mux) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	})
+}
+
+// TestLiveTaskIsNotReaped: a task running many leases long on a live worker, with other workers
+// reaping, runs once.
+func TestLiveTaskIsNotReaped(t *testing.T) {
+	addr := harness.New(t)
+	var runs atomic.Int32
+	done := make(chan struct{})
+	mux := workers.NewServeMux()
+	mux.HandleFunc("long", func(ctx context.Context, _ workers.Task) error {
+		runs.Add(1)
+		select {
+		case <-time.After(6 * asynqqueue.MinLease):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		close(done)
+		return nil
+	})
+	q1, q2 := openShort(t, addr), openShort(t, addr)
+	runQueue(t, q1, mux)
+	runQueue(t, q2, mux)
+	if err := q1.Enqueue(context.Background(), workers.Task{Type: "long", ID: "long"}, workers.MaxRetry(3)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the task never completed")
+	}
+	time.Sleep(2 * asynqqueue.MinLease) // a wrongful requeue would show as a second run
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("runs = %d, want 1", n)
+	}
+}
+
+// TestLostLivenessCancelsHandler: when a running task's liveness mark disappears (its worker was
+// cut off long enough for the task to be requeued), the handler's ctx is cancelled, and the task
+// runs again.
+func TestLostLivenessCancelsHandler(t *testing.T) {
+	addr := harness.New(t)
+	_, queue := splitAddr(t, addr)
+	rdb := redisClient(t)
+	attempts := make(chan int, 4)
+	cancelled := make(chan error, 4)
+	mux := workers.NewServeMux()
+	mux.HandleFunc("t", func(ctx context.Context, _ workers.Task) error {
+		attempts <- workers.Attempt(ctx)
+		if workers.Attempt(ctx) > 1 {
+			return nil
+		}
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	q := openShort(t, addr)
+	runQueue(t, q, mux)
+	if err := q.Enqueue(context.Background(), workers.Task{Type: "t", ID: "t"}, workers.MaxRetry(3)); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-attempts; a != 1 {
+		t.Fatalf("first attempt = %d", a)
+	}
+	if err := rdb.Del(context.Background(), "asynq:{"+queue+"}:svc-alive:t").Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cancelled:
+		t.Logf("handler ctx cancelled: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the handler's ctx was not cancelled")
+	}
+	select {
+	case a := <-attempts:
+		if a != 2 {
+			t.Fatalf("second attempt = %d, want 2", a)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the task did not run again")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -53,7 +55,10 @@ func (q *Queue) Run(ctx context.Context, mux *workers.ServeMux) error {
 	if err != nil {
 		return fmt.Errorf("asynqqueue: start server: %w", err)
 	}
+	var reapers sync.WaitGroup
+	q.reap(ctx, &reapers)
 	<-ctx.Done()
+	reapers.Wait()
 	srv.Shutdown()
 	return nil
 }
@@ -81,9 +86,18 @@ func (q *Queue) process(ctx context.Context, at *asynq.Task, mux *workers.ServeM
 	if ms, err := strconv.ParseInt(at.Headers()[headerTimeout], 10, 64); err == nil && ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
+	log := q.log.With("task_id", id, "task_type", t.Type, "attempt", retried+1)
+	lctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	stop := q.keepAlive(id, lost, log)
+	defer stop()
+	hctx, cancel := context.WithTimeout(lctx, timeout)
 	defer cancel()
 	err := mux.ProcessTask(workers.WithAttempt(hctx, retried+1), t)
+	if errors.Is(context.Cause(lctx), errLost) {
+		// Another worker may run the task now; never final here (see the package doc).
+		return fmt.Errorf("%w: %w (handler returned: %v)", workers.ErrWorkerLost, errLost, err)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -101,10 +115,10 @@ func (q *Queue) lostError(id string, attempts int) error {
 	if err != nil {
 		return fmt.Errorf("%w (attempt %d; recorded error unavailable: %w)", workers.ErrWorkerLost, attempts, err)
 	}
-	switch info.LastErr {
-	case asynq.ErrLeaseExpired.Error():
+	switch {
+	case info.LastErr == asynq.ErrLeaseExpired.Error() || strings.Contains(info.LastErr, workers.ErrWorkerLost.Error()):
 		return fmt.Errorf("%w (attempt %d of %d)", workers.ErrWorkerLost, attempts, attempts)
-	case context.DeadlineExceeded.Error():
+	case info.LastErr == context.DeadlineExceeded.Error():
 		return fmt.Errorf("asynqqueue: attempt %d outlived its deadline: %w", attempts, context.DeadlineExceeded)
 	default:
 		return fmt.Errorf("asynqqueue: attempt %d ended without a result: %s", attempts, info.LastErr)

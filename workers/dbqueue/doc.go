@@ -12,6 +12,12 @@
 //     it cancels the handler's ctx. A job whose lease expired (its process was killed) is claimable
 //     again by the same UPDATE, which counts the lost run as an attempt; a job lost on its last
 //     attempt fails with workers.ErrWorkerLost instead of running again.
+//   - A restarted owner takes back its dead predecessor's claims at once (Config.Instance). Each
+//     claim's worker_id records the instance (`svc up` uses its data dir's absolute path), the host
+//     (name and boot id) and the pid. When Run starts, the running claims of the same instance and
+//     host whose process is gone (kill(pid, 0) says ESRCH) get their lease ended now, so the claim
+//     loop takes them over at once, as after an expired lease. Another instance's claims, or a live
+//     process's, wait out their lease; a reused pid only makes a claim wait for its lease.
 //   - Dedupe is a unique index on unique_key over queued and running rows, so it holds across
 //     processes and races; finished rows free their key.
 //   - Every bookkeeping update is conditional on the claim still being ours (worker_id and state),

@@ -47,6 +47,13 @@ type Config struct {
 	Retention time.Duration
 	// Logger receives the queue's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Instance names the owner of the queue's claims across restarts, such as the absolute path
+	// of `svc up`'s data dir (optional). Every claim records it with this host and this process's
+	// pid; when Run starts, it takes back at once the claims of the same Instance made on this
+	// host by a process that is no longer alive (a predecessor killed mid-task), instead of
+	// waiting out their lease. Claims of other instances, of other hosts, or of a live process
+	// are left to their lease. Empty means no owner: every claim waits out its lease.
+	Instance string
 }
 
 // Queue is a workers.Queue whose tasks are rows of the jobs table.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -58,12 +57,14 @@ func (q *Queue) Run(ctx context.Context, mux *workers.ServeMux) error {
 		}
 		return fmt.Errorf("dbqueue: jobs table unavailable (are migrations applied?): %w", err)
 	}
-	host, _ := os.Hostname() // the name only labels claims; a missing one is fine
 	r := &run{
 		q:    q,
 		mux:  mux,
-		id:   fmt.Sprintf("%s:%d:%s", host, os.Getpid(), newID()[:8]),
+		id:   claimPrefix(q.cfg.Instance) + newID()[:8],
 		base: context.WithoutCancel(ctx),
+	}
+	if q.cfg.Instance != "" {
+		r.reclaimPredecessors()
 	}
 	r.loop(ctx)
 	return nil

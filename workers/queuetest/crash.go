@@ -76,6 +76,7 @@ func testCrash(t *testing.T, h Harness, lastAttempt bool) {
 	child := startHelper(t, addr, file)
 	child.waitLine(t, file, "start crash 1")
 	child.kill(t)
+	killed := time.Now()
 
 	// 2. The dead worker's lease runs out (or is aged, where it cannot be shortened).
 	limit := waitLimit
@@ -106,6 +107,7 @@ func testCrash(t *testing.T, h Harness, lastAttempt bool) {
 		ev = "failed crash"
 	}
 	l.waitWithin(t, ev, 1, limit)
+	t.Logf("worker killed -> task %s in another worker after %v", ev, time.Since(killed).Round(time.Millisecond))
 	stop()
 	if got := readLines(t, file); !slices.Equal(got, want) {
 		t.Errorf("runs = %q, want %q", got, want)
