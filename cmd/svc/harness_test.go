@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"svc/builder/gittest"
@@ -101,27 +100,14 @@ type proc struct {
 // database, Redis database redisDB (emptied first; each test its own) and the S3 server.
 func startCluster(t *testing.T, redisDB int) *cluster {
 	t.Helper()
-	redisURL := os.Getenv("SVC_TEST_REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DB = redisDB
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	if err := rdb.FlushDB(t.Context()).Err(); err != nil {
-		dbtest.Missing(t, "Redis at "+opt.Addr, err)
-	}
+	_, redisURL := redisDatabase(t, redisDB)
 	c := &cluster{t: t, admin: "pk_fault_harness_admin_token_0123456789", s3: s3test.Start(t), dbURL: dbtest.PostgresURL(t), dir: t.TempDir()}
-	c.settings = clusterSettings(c.dbURL, fmt.Sprintf("redis://%s/%d", opt.Addr, redisDB), c.s3, c.admin)
+	c.settings = clusterSettings(c.dbURL, redisURL, c.s3, c.admin)
 	if out, err := execute(t.Context(), "migrate", "--database-url", c.dbURL); err != nil {
 		t.Fatalf("svc migrate: %v\n%s", err, out)
 	}
-	c.db, err = migrations.Open(t.Context(), c.dbURL)
-	if err != nil {
+	var err error
+	if c.db, err = migrations.Open(t.Context(), c.dbURL); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

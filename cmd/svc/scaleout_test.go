@@ -44,28 +44,36 @@ func freeAddr(t *testing.T) string {
 // database, closed when t ends.
 func scaleOutFlags(t *testing.T, db int, admin string) (common []string, dbURL string, rdb *redis.Client) {
 	t.Helper()
-	redisURL := os.Getenv("SVC_TEST_REDIS_URL")
-	if redisURL == "" {
-		redisURL = "redis://127.0.0.1:6379/0"
-	}
-	opt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.DB = db
-	rdb = redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() }) // a failed close leaves nothing to undo
-	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
-		dbtest.Missing(t, "Redis at "+opt.Addr, err)
-	}
+	rdb, redisURL := redisDatabase(t, db)
 	s3 := s3test.Start(t)
 	dbURL = dbtest.PostgresURL(t)
 	return []string{
-		"--database-url", dbURL, "--redis-url", fmt.Sprintf("redis://%s/%d", opt.Addr, db),
+		"--database-url", dbURL, "--redis-url", redisURL,
 		"--s3-endpoint", s3.Endpoint, "--s3-bucket", s3.Bucket, "--s3-access-key", s3.AccessKey, "--s3-secret-key", s3.SecretKey,
 		"--signing-key", strings.Repeat("ab", 32), "--secret-key", strings.Repeat("cd", 32),
 		"--bootstrap-admin-token", admin, "--log-format", "json", "--log-level", "warn", "--data-dir", t.TempDir(),
 	}, dbURL, rdb
+}
+
+// redisDatabase empties Redis database db of the test server (each test that runs roles has
+// its own) and returns a client of it, closed when t ends, and its URL.
+func redisDatabase(t *testing.T, db int) (*redis.Client, string) {
+	t.Helper()
+	base := os.Getenv("SVC_TEST_REDIS_URL")
+	if base == "" {
+		base = "redis://127.0.0.1:6379/0"
+	}
+	opt, err := redis.ParseURL(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.DB = db
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() }) // a failed close leaves nothing to undo
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		dbtest.Missing(t, "Redis at "+opt.Addr, err)
+	}
+	return rdb, fmt.Sprintf("redis://%s/%d", opt.Addr, db)
 }
 
 func TestScaleOut(t *testing.T) {

@@ -12,10 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/fstest"
 	"time"
 
-	"svc/agent"
 	"svc/migrations/dbtest"
 	"svc/runner/durable"
 	"svc/runner/runtime"
@@ -30,24 +28,6 @@ func benchStores(b *testing.B, fn func(b *testing.B, s durable.Store)) {
 	b.Run("memory", func(b *testing.B) { fn(b, &durable.Memory{}) })
 	b.Run("sqlite", func(b *testing.B) { fn(b, durable.NewDB(dbtest.SQLite(b))) })
 	b.Run("postgres", func(b *testing.B) { fn(b, durable.NewDB(dbtest.Postgres(b))) })
-}
-
-// flowAgent is an agent with one durable tool "flow" of the given handler (durableAgent, for a
-// testing.TB).
-func flowAgent(tb testing.TB, handler string) *agent.Agent {
-	tb.Helper()
-	a, err := agent.Load(fstest.MapFS{
-		"svc.json":                  {Data: []byte(`{"name": "flows", "version": "1", "models": {"main": {"provider": "echo", "model": "echo"}}}`)},
-		"agents/default/AGENT.md":   {Data: []byte("# Flows\n\nRun flows.\n")},
-		"agents/default/agent.json": {Data: []byte(`{"name": "default", "tools": ["flow"]}`)},
-		"svc/tools/flow/tool.json": {Data: []byte(`{"name": "flow", "description": "a flow", "execution": "durable",
-			"parameters": {"type": "object", "properties": {}}, "uses": {"tools": [], "subagents": []}}`)},
-		"svc/tools/flow/handler.ts": {Data: []byte(handler)},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return a
 }
 
 // firstRun starts the flow tool in a chat turn (the echo model calls it) and returns the run's
@@ -125,8 +105,8 @@ const (
 // step's key and JSON, and goja's promise for the step. ns/op is both executions together.
 func BenchmarkDurableStep(b *testing.B) {
 	benchStores(b, func(b *testing.B, s durable.Store) {
-		steps := start(b, runtime.Options{Agent: flowAgent(b, stepsHandler), Durable: s, DeployID: "dep_steps"})
-		plain := start(b, runtime.Options{Agent: flowAgent(b, plainHandler), Durable: s, DeployID: "dep_plain"})
+		steps := start(b, runtime.Options{Agent: durableAgent(b, stepsHandler), Durable: s, DeployID: "dep_steps"})
+		plain := start(b, runtime.Options{Agent: durableAgent(b, plainHandler), Durable: s, DeployID: "dep_plain"})
 		stepsID, plainID := firstRun(b, steps, s, "dep_steps"), firstRun(b, plain, s, "dep_plain")
 		client := steps.srv.Client()
 		run := func(e *env, id string) time.Duration {
@@ -226,7 +206,7 @@ func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 func BenchmarkDurableResume(b *testing.B) {
 	benchStores(b, func(b *testing.B, s durable.Store) {
 		st := &stampStore{Store: s, key: "step:t#1", at: map[string]time.Time{}, done: map[string]time.Time{}}
-		e := start(b, runtime.Options{Agent: flowAgent(b, approvalHandler), Durable: st})
+		e := start(b, runtime.Options{Agent: durableAgent(b, approvalHandler), Durable: st})
 		first := firstRun(b, e, s, "")
 		client := e.srv.Client()
 		park := func() string {
@@ -286,7 +266,7 @@ func BenchmarkParkedRuns(b *testing.B) {
 	} {
 		b.Run("sqlite/"+c.name, func(b *testing.B) {
 			s := durable.NewDB(dbtest.SQLite(b))
-			e := start(b, runtime.Options{Agent: flowAgent(b, approvalHandler), Durable: s, Schedule: c.schedule, HandlerTimeout: time.Hour})
+			e := start(b, runtime.Options{Agent: durableAgent(b, approvalHandler), Durable: s, Schedule: c.schedule, HandlerTimeout: time.Hour})
 			first := firstRun(b, e, s, "")
 			client := e.srv.Client()
 			const workers = 8

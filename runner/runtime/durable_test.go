@@ -149,7 +149,7 @@ func TestDurableRefundFlow(t *testing.T) {
 }
 
 // durableAgent is an agent with one durable tool "flow" of the given handler.
-func durableAgent(t *testing.T, handler string) *agent.Agent {
+func durableAgent(t testing.TB, handler string) *agent.Agent {
 	t.Helper()
 	a, err := agent.Load(fstest.MapFS{
 		"svc.json":                  {Data: []byte(`{"name": "flows", "version": "1", "models": {"main": {"provider": "echo", "model": "echo"}}}`)},
