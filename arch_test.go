@@ -37,6 +37,7 @@ var dependsOn = map[string][]string{
 	"githost":    {},
 	"evals":      {"agent"},
 	"faults":     {},
+	"traces":     {},
 }
 
 // beyondDesign lists, with the reason, each import the code has that the column does not show.

@@ -34,6 +34,7 @@ type config struct {
 	openStreams  int
 	turnsPerSess int
 	holdFor      time.Duration
+	otlpSink     string
 }
 
 func main() {
@@ -54,6 +55,7 @@ func main() {
 	flag.IntVar(&c.idleSessions, "idle-sessions", 0, "create this many sessions (one turn each) and report memory per idle session")
 	flag.IntVar(&c.openStreams, "open-streams", 0, "open this many streams at once and report memory (run the fake with -hold)")
 	flag.DurationVar(&c.holdFor, "hold-for", 0, "with -open-streams: keep the streams open this long after measuring (at most 10m)")
+	flag.StringVar(&c.otlpSink, "otlp-sink", "", "serve an OTLP/HTTP trace receiver on this address that reads and drops every export (OTEL_EXPORTER_OTLP_ENDPOINT=http://ADDR)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(c, log); err != nil {
@@ -68,6 +70,18 @@ func run(c config, log *slog.Logger) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if c.otlpSink != "" {
+		sink, err := startOTLPSink(c.otlpSink)
+		if err != nil {
+			return err
+		}
+		defer sink.close(log)
+		log.Info("OTLP trace sink", "endpoint", "http://"+sink.addr())
+		if c.url == "" && c.fakeAddr == "" {
+			<-ctx.Done()
+			return nil
+		}
+	}
 	if c.fakeAddr != "" {
 		fake, err := startFake(c.fakeAddr, fakeOptions{chunks: c.chunks, hold: c.hold, perChunk: c.perChunk, delay: c.chunkDelay})
 		if err != nil {
@@ -96,8 +110,8 @@ func run(c config, log *slog.Logger) error {
 
 func (c *config) validate() error {
 	switch {
-	case c.url == "" && c.fakeAddr == "":
-		return errors.New("set -url (a runtime to load) or -fake-openai (a fake model to serve)")
+	case c.url == "" && c.fakeAddr == "" && c.otlpSink == "":
+		return errors.New("set -url (a runtime to load), -fake-openai (a fake model to serve) or -otlp-sink (a trace receiver to serve)")
 	case c.concurrency < 1:
 		return fmt.Errorf("-c must be at least 1, got %d", c.concurrency)
 	case c.duration <= 0 || c.duration > MaxDuration:

@@ -121,9 +121,9 @@ func (r *run) summarise(msgs []models.Message) (string, models.Usage, error) {
 		Model: r.p.Model, System: compactionSystem, MaxTokens: compactMaxTokens,
 		Messages: []models.Message{{Role: models.RoleUser, Content: b.String()}},
 	}
-	end := r.startModelSpan("summarize")
+	span := r.startModelSpan("summarize")
 	resp, err := r.p.Provider.Stream(r.ctx, req, func(models.Event) error { return nil })
-	end(resp.Usage, err)
+	r.endModelSpan(span, "summarize", resp.Usage, err)
 	if err != nil {
 		return "", resp.Usage, err
 	}

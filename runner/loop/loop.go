@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"svc/runner/models"
@@ -160,6 +161,8 @@ type run struct {
 	sinkErr error
 	frame   sse.Frame // reused for streamed deltas
 	text    []byte    // text streamed by the current model call
+
+	spanAttrs [5]attribute.KeyValue // the current model span's attributes (endModelSpan)
 }
 
 // Run runs the loop until a done reason (spec §6.3). It emits error frames itself; the done
@@ -267,9 +270,9 @@ func (r *run) loop() (Reason, error) {
 // call streams one model call, forwarding text and reasoning deltas.
 func (r *run) call(req models.Request) (models.Response, error) {
 	r.text = r.text[:0]
-	end := r.startModelSpan("chat")
+	span := r.startModelSpan("chat")
 	resp, err := r.p.Provider.Stream(r.ctx, req, r.onEvent)
-	end(resp.Usage, err)
+	r.endModelSpan(span, "chat", resp.Usage, err)
 	return resp, err
 }
 

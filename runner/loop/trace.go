@@ -22,20 +22,28 @@ const (
 )
 
 // startModelSpan starts the span of one model call (operation "chat", or "summarize" for a
-// compaction); end records its usage and error. Message text is never recorded.
-func (r *run) startModelSpan(operation string) (end func(models.Usage, error)) {
+// compaction), nil when nothing is traced; endModelSpan ends it. Message text is never recorded.
+func (r *run) startModelSpan(operation string) trace.Span {
 	if r.p.Tracer == nil {
-		return func(models.Usage, error) {} // untraced: not even the attributes are built
+		return nil // untraced: not even the attributes are built
 	}
-	_, span := r.p.Tracer.Start(r.ctx, operation+" "+r.p.Model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrOperation.String(operation), attrProvider.String(r.p.ProviderName), attrModel.String(r.p.Model)))
-	return func(u models.Usage, err error) {
-		span.SetAttributes(attrInputTokens.Int(u.InputTokens), attrOutputTokens.Int(u.OutputTokens))
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
+	_, span := r.p.Tracer.Start(r.ctx, operation+" "+r.p.Model, trace.WithSpanKind(trace.SpanKindClient))
+	return span
+}
+
+// endModelSpan sets the model span's attributes, all at once (the SDK then sizes its attribute
+// array once), from the run's own array (the SDK copies them), and its error, and ends it.
+func (r *run) endModelSpan(span trace.Span, operation string, u models.Usage, err error) {
+	if span == nil {
+		return
 	}
+	r.spanAttrs = [...]attribute.KeyValue{attrOperation.String(operation), attrProvider.String(r.p.ProviderName),
+		attrModel.String(r.p.Model), attrInputTokens.Int(u.InputTokens), attrOutputTokens.Int(u.OutputTokens)}
+	span.SetAttributes(r.spanAttrs[:]...)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // startToolSpan starts the span of one tool call; its context carries the span to the tool, so

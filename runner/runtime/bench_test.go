@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
@@ -21,6 +20,7 @@ import (
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 	"svc/runner/sessions/dbstore"
+	"svc/traces"
 )
 
 // BenchmarkChatStream runs whole chat turns over a real listener against a fake OpenAI server
@@ -42,11 +42,11 @@ func BenchmarkChatStreamTraced(b *testing.B) {
 		defer recv.Close()
 		url = recv.URL
 	}
-	exp, err := otlptracehttp.New(b.Context(), otlptracehttp.WithEndpointURL(url+"/v1/traces"))
+	exp, err := traces.NewExporter(traces.Config{URL: url + "/v1/traces"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(traces.NewBatcher(exp, traces.DefaultBatchConfig)))
 	defer tp.Shutdown(context.Background())
 	benchChatStream(b, tp.Tracer("bench"))
 }

@@ -285,7 +285,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 	if timing != nil {
 		t.e.cfg.Observer.TurnDone(t.report(res, timing.first))
 	}
-	traceID := endSpan(span, res)
+	traceID := t.endSpan(span, res)
 	_ = sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, TraceID: traceID, Usage: &sse.Usage{
 		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
 		CachedTokens: res.Usage.CachedTokens, TotalTokens: res.Usage.Total(),
