@@ -12,6 +12,7 @@ import (
 
 	"svc/migrations/dbtest"
 	"svc/registry"
+	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/dbstore"
 )
@@ -41,13 +42,26 @@ func TestRuns(t *testing.T) {
 			r.UserID, r.AuthMethod = "verified-"+r.Metadata["userId"], "runtime_token"
 			r.StartedAt = at.Add(time.Duration(i) * time.Minute)
 			r.EndedAt = r.StartedAt.Add(1500 * time.Millisecond)
-			if err := store.SaveRun(ctx, s, 0, &r); err != nil {
+			// The turn's answer is saved with its run (on Postgres in one statement).
+			from := len(s.Messages)
+			s.Messages = append(s.Messages,
+				sessions.Entry{Message: models.Message{Role: models.RoleUser, Content: "question?"}, At: r.StartedAt},
+				sessions.Entry{Message: models.Message{Role: models.RoleAssistant, Content: "answer"}, At: r.EndedAt})
+			if err := store.SaveRun(ctx, s, from, &r); err != nil {
 				t.Fatal(err)
 			}
-			// A second save of the same run (a retried save) records it once.
-			if err := store.SaveRun(ctx, s, 0, &r); err != nil {
+			// A second save of the same run (a retried save) records it and the entries once.
+			if err := store.SaveRun(ctx, s, from, &r); err != nil {
 				t.Fatal(err)
 			}
+		}
+		// A run without new entries (a model that was unavailable) is recorded too.
+		noAnswer := sessions.Run{ID: "run_0", AgentID: "a1", SessionID: "s2", Reason: "error", StartedAt: at.Add(-time.Hour), EndedAt: at.Add(-time.Hour)}
+		if err := store.SaveRun(ctx, sess["s2"], len(sess["s2"].Messages), &noAnswer); err != nil {
+			t.Fatal(err)
+		}
+		if s1, err := store.Load(ctx, "s1"); err != nil || len(s1.Messages) != 4 || s1.Messages[3].Content != "answer" {
+			t.Fatalf("s1 after its runs: %v, %+v", err, s1)
 		}
 		runs := registry.NewRuns(db)
 		list := func(q registry.RunQuery) string {
@@ -66,7 +80,7 @@ func TestRuns(t *testing.T) {
 			q    registry.RunQuery
 			want string
 		}{
-			{registry.RunQuery{}, "run_3 run_2 run_1"},
+			{registry.RunQuery{}, "run_3 run_2 run_1 run_0"},
 			{registry.RunQuery{UserKey: "u1"}, "run_3 run_1"},
 			{registry.RunQuery{Screen: "home"}, "run_2 run_1"},
 			{registry.RunQuery{UserKey: "u1", Screen: "home"}, "run_1"},
@@ -103,8 +117,8 @@ func TestRuns(t *testing.T) {
 		if err := store.Delete(ctx, "s1"); err != nil {
 			t.Fatal(err)
 		}
-		if got := list(registry.RunQuery{}); got != "run_2" {
-			t.Errorf("after deleting s1: %q, want run_2", got)
+		if got := list(registry.RunQuery{}); got != "run_2 run_0" {
+			t.Errorf("after deleting s1: %q, want run_2 run_0", got)
 		}
 	})
 }

@@ -178,15 +178,19 @@ func (st *Store) SaveRun(ctx context.Context, s *sessions.Session, from int, run
 		if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(row).Error; err != nil {
 			return err
 		}
-		if len(msgs) > 0 {
-			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(msgs, 200).Error; err != nil {
+		rest, err := insertRunWithMessages(tx, rr, msgs)
+		if err != nil {
+			return err
+		}
+		if rest.msgs != nil {
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rest.msgs, messageBatch).Error; err != nil {
 				return err
 			}
 		}
-		if rr == nil {
+		if rest.run == nil {
 			return nil
 		}
-		return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(rr).Error
+		return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(rest.run).Error
 	})
 	if err != nil {
 		return fmt.Errorf("save session: %w", err)
