@@ -12,6 +12,7 @@ import (
 
 	"svc/auth"
 	"svc/migrations/dbtest"
+	"svc/runner/sessions"
 )
 
 // caller is one column of the route × token kind table.
@@ -75,6 +76,8 @@ func TestRouteTokenKindTable(t *testing.T) {
 			{name: "admin bound to this agent", token: thisAdmin, kind: auth.Admin, bound: "this"},
 		}
 
+		recordRun(t, db, sessions.Run{ID: "run_authz", AgentID: agentA, SessionID: "ses_authz", Reason: "model_stop",
+			StartedAt: time.Now(), EndedAt: time.Now(), Metadata: map[string]string{"userId": "u1", "screen": "home"}})
 		sha := strings.Repeat("ab", 20)
 		a := "/api/agents/" + agentA
 		json := func(method, path string, body any) func() request {
@@ -112,6 +115,8 @@ func TestRouteTokenKindTable(t *testing.T) {
 				call: json("POST", a+"/commit-statuses", map[string]any{"commit": sha, "context": "svc/evals", "state": "success"})},
 			{method: "GET", path: "/api/agents/:id/sessions", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/sessions", nil)},
 			{method: "GET", path: "/api/agents/:id/feedback", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/feedback", nil)},
+			{method: "GET", path: "/api/agents/:id/runs", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/runs?userId=u1&screen=home", nil)},
+			{method: "GET", path: "/api/agents/:id/runs/:runId", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/runs/run_authz", nil)},
 			{method: "POST", path: "/api/agents/:id/tokens", need: auth.Operator, agent: true, ok: 201,
 				call: json("POST", a+"/tokens", map[string]any{"ttl": 600})},
 		}

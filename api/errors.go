@@ -98,6 +98,8 @@ func classify(err error) (e *Error, internal bool) {
 		return &Error{Code: errcode.NotFound, Message: "deployment not found", Cause: err}, false
 	case errors.Is(err, registry.ErrBuildNotFound):
 		return &Error{Code: errcode.NotFound, Message: "build not found", Cause: err}, false
+	case errors.Is(err, registry.ErrRunNotFound):
+		return &Error{Code: errcode.NotFound, Message: "run not found", Cause: err}, false
 	case errors.Is(err, registry.ErrNoActive):
 		return &Error{Code: errcode.NotFound, Message: "the environment has no active deployment", Cause: err}, false
 	case errors.Is(err, registry.ErrConflict):

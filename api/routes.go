@@ -6,6 +6,7 @@ import (
 
 	"svc/auth"
 	"svc/errcode"
+	"svc/registry"
 )
 
 // routeTable is every route of the platform API. To add routes, write a method returning
@@ -83,6 +84,11 @@ func (a *API) agentRoutes() []Route {
 		{Method: http.MethodGet, Path: "/api/agents/:id/feedback", Need: auth.Observer, Agent: true,
 			Summary:  "List the feedback on the agent's turns, newest first (?userId=, ?screen= filter on those metadata keys; ?limit= 1..500, default 100)",
 			Response: feedbackListResponse{}, Handle: a.listFeedback},
+		{Method: http.MethodGet, Path: "/api/agents/:id/runs", Need: auth.Observer, Agent: true,
+			Summary:  "List the agent's runs (chat turns, eval turns included), newest first (?userId=, ?screen= filter on those metadata keys, ?session=, ?deployment= on the run's session and deployment; ?limit= 1..500, default 100)",
+			Response: runListResponse{}, Handle: a.listRuns},
+		{Method: http.MethodGet, Path: "/api/agents/:id/runs/:runId", Need: auth.Observer, Agent: true, Summary: "Get one run of the agent",
+			Response: registry.Run{}, Handle: a.getRun},
 		{Method: http.MethodPost, Path: "/api/agents/:id/tokens", Need: auth.Operator, Agent: true, Summary: "Mint a runtime token for chatting with the agent",
 			Request: runtimeTokenRequest{}, Status: http.StatusCreated, Response: runtimeTokenResponse{}, Handle: a.mintRuntimeToken},
 	}

@@ -83,6 +83,9 @@ func (u Usage) Total() int { return u.InputTokens + u.OutputTokens }
 
 // State is what the runtime keeps about a session besides its history.
 type State struct {
+	// Run is the run (turn) that runs on the session, as it began; nil between turns. A turn
+	// that its process leaves running is recorded from it (Interrupt).
+	Run *Run `json:"run,omitempty"`
 	// ActiveSkills are the skills loaded so far (by load_skill or a skill-scoped start), in order.
 	ActiveSkills []string `json:"active_skills,omitempty"`
 	// LoadedKnowledge are the knowledge documents read so far, in order.
@@ -99,19 +102,22 @@ type State struct {
 // Interrupt ends a turn that its process left running (it died, or lost the turn lock): when
 // the history ends with the turn's user message, the text the turn had streamed (State.Partial)
 // becomes an assistant entry marked Interrupted, as for a client that disconnects. The session
-// goes back to idle. It reports whether s was such a session.
-func Interrupt(s *Session, now time.Time) bool {
+// goes back to idle. It returns the record of the run it ended (reason RunInterrupted), to
+// store with the session (SaveRun), or nil when s was not such a session.
+func Interrupt(s *Session, now time.Time) *Run {
 	if s.Status != StatusRunning {
-		return false
+		return nil
 	}
+	run := interruptedRun(s, now)
 	if n := len(s.Messages); n > 0 && s.Messages[n-1].Role == models.RoleUser {
 		s.Messages = append(s.Messages, Entry{Message: models.Message{Role: models.RoleAssistant, Content: s.State.Partial}, At: now, Interrupted: true})
 		s.StoredBytes += int64(len(s.State.Partial))
 	}
 	s.State.Partial = ""
+	s.State.Run = nil
 	s.Status = StatusIdle
 	s.UpdatedAt = now
-	return true
+	return run
 }
 
 // RunningLister is optionally implemented by a Store that can list the sessions whose status is

@@ -83,8 +83,8 @@ func RecoverInterrupted(ctx context.Context, store sessions.Store, locker sessio
 		s, err := store.Load(ctx, id)
 		if err == nil {
 			from := len(s.Messages)
-			if sessions.Interrupt(s, now()) {
-				err = store.Save(ctx, s, from)
+			if run := sessions.Interrupt(s, now()); run != nil {
+				err = sessions.SaveRun(ctx, store, s, from, run) // recorded as interrupted
 				n++
 			}
 		}

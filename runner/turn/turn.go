@@ -78,6 +78,8 @@ type Turn struct {
 	files    []tools.Attachment
 	budget   int
 	used     int
+	run      *sessions.Run // the run's record as it began (runs.go)
+	ended    *sessions.Run // a run its process left running, which Begin ended, or nil
 }
 
 // SessionID is the id of the turn's session.
@@ -96,7 +98,7 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 	l.Lock()
 	// A turn its process left running (it died, or lost the lock) ends now, interrupted, with
 	// what it had streamed: this turn holds the lock, so no other runs.
-	sessions.Interrupt(l.S, e.cfg.Now())
+	t.ended = sessions.Interrupt(l.S, e.cfg.Now())
 	err := t.admit(st)
 	if err == nil {
 		t.readHistory()
@@ -118,7 +120,7 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 	// An eviction between lookup and lock must not orphan the running turn: its queue is
 	// found through the cache.
 	e.cfg.Cache.Insert(l)
-	if err := e.cfg.Cache.Persist(ctx, l); err != nil {
+	if err := e.cfg.Cache.PersistRun(ctx, l, t.ended); err != nil {
 		t.Abandon()
 		return nil, fmt.Errorf("store turn start: %w", err)
 	}
@@ -192,6 +194,8 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 	var fallback bool
 	t.ref, fallback = e.ModelRef(s)
 	t.provider, t.modelErr = e.cfg.Models(t.ref)
+	t.run = t.startRun(st, now)
+	s.State.Run = t.run
 	if t.fresh {
 		if fallback {
 			t.warnings = append(t.warnings, "No model is configured (svc.json models.main or SVC_DEFAULT_MODEL), so this session uses the echo model, which repeats your message.")
@@ -219,6 +223,7 @@ func (t *Turn) Abandon() {
 		t.l.Turn = nil
 	}
 	t.l.S.Status = sessions.StatusIdle
+	t.l.S.State.Run = nil
 	t.l.Unlock()
 	t.queue.Close()
 	t.lock.Release()
@@ -281,7 +286,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "the session's turn lock was lost (another runtime may run a turn on it now): the turn stopped and its answer was not stored"})
 		res.Reason = loop.ReasonError
 	}
-	t.finish(ctx, res)
+	t.finish(ctx, res, sampledTraceID(span))
 	if timing != nil {
 		t.e.cfg.Observer.TurnDone(t.report(res, timing.first))
 	}
@@ -333,9 +338,9 @@ func (t *Turn) onKnowledge(name string) {
 	t.l.Unlock()
 }
 
-// finish records the run on the session, stores it (even when the client left) and releases
-// the turn lock.
-func (t *Turn) finish(ctx context.Context, res loop.Result) {
+// finish records the run on the session, stores it with the run's record (even when the
+// client left) and releases the turn lock.
+func (t *Turn) finish(ctx context.Context, res loop.Result, traceID string) {
 	defer t.lock.Release()
 	e, l := t.e, t.l
 	if errors.Is(context.Cause(ctx), ErrLockLost) {
@@ -366,6 +371,7 @@ func (t *Turn) finish(ctx context.Context, res loop.Result) {
 	}
 	s.Status = sessions.StatusIdle
 	s.State.Partial = ""
+	s.State.Run = nil
 	s.UpdatedAt = now
 	l.LastUsed = now
 	if l.Turn == t.queue {
@@ -374,7 +380,7 @@ func (t *Turn) finish(ctx context.Context, res loop.Result) {
 	l.Unlock()
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
 	defer cancel()
-	if err := e.cfg.Cache.Persist(pctx, l); err != nil {
+	if err := e.cfg.Cache.PersistRun(pctx, l, t.endRun(res, now, traceID)); err != nil {
 		e.cfg.Logger.ErrorContext(ctx, "store turn result", "session", l.ID, "err", err)
 		return
 	}

@@ -23,9 +23,10 @@ type Store struct {
 }
 
 var (
-	_ sessions.Store     = (*Store)(nil)
-	_ sessions.Refresher = (*Store)(nil)
-	_ sessions.Sizer     = (*Store)(nil)
+	_ sessions.Store       = (*Store)(nil)
+	_ sessions.Refresher   = (*Store)(nil)
+	_ sessions.Sizer       = (*Store)(nil)
+	_ sessions.RunRecorder = (*Store)(nil)
 )
 
 // New returns a store over db, which must carry migration 00003.
@@ -147,9 +148,21 @@ func (st *Store) snapshot() sql.IsolationLevel {
 
 // Save implements sessions.Store: the record and the new messages in one transaction.
 func (st *Store) Save(ctx context.Context, s *sessions.Session, from int) error {
+	return st.SaveRun(ctx, s, from, nil)
+}
+
+// SaveRun implements sessions.RunRecorder: Save, with run's row (runs.go) inserted in the same
+// transaction unless run is nil or its ID is recorded already.
+func (st *Store) SaveRun(ctx context.Context, s *sessions.Session, from int, run *sessions.Run) error {
 	row, err := toRow(s)
 	if err != nil {
 		return err
+	}
+	var rr *runRow
+	if run != nil {
+		if rr, err = toRunRow(run); err != nil {
+			return err
+		}
 	}
 	from = max(from, 0)
 	msgs := make([]messageRow, 0, max(len(s.Messages)-from, 0))
@@ -165,10 +178,19 @@ func (st *Store) Save(ctx context.Context, s *sessions.Session, from int) error 
 		if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, UpdateAll: true}).Create(row).Error; err != nil {
 			return err
 		}
-		if len(msgs) == 0 {
+		rest, err := insertRunWithMessages(tx, rr, msgs)
+		if err != nil {
+			return err
+		}
+		if rest.msgs != nil {
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rest.msgs, messageBatch).Error; err != nil {
+				return err
+			}
+		}
+		if rest.run == nil {
 			return nil
 		}
-		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(msgs, 200).Error
+		return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(rest.run).Error
 	})
 	if err != nil {
 		return fmt.Errorf("save session: %w", err)
@@ -204,11 +226,14 @@ func (st *Store) List(ctx context.Context, q sessions.Query) ([]*sessions.Sessio
 	return out, nil
 }
 
-// Delete implements sessions.Store.
+// Delete implements sessions.Store: the record, its history and its runs.
 func (st *Store) Delete(ctx context.Context, id string) error {
 	var n int64
 	err := st.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Where("session_id = ?", id).Delete(&messageRow{}).Error; err != nil {
+			return err
+		}
+		if err := tx.Where("session_id = ?", id).Delete(&runRow{}).Error; err != nil {
 			return err
 		}
 		res := tx.Where("id = ?", id).Delete(&sessionRow{})

@@ -205,18 +205,24 @@ func (c *Cache) Refresh(ctx context.Context, l *Session) error {
 
 // Persist saves the session record and its entries not stored yet.
 func (c *Cache) Persist(ctx context.Context, l *Session) error {
-	l.save.Lock()
-	defer l.save.Unlock()
-	return c.persist(ctx, l)
+	return c.PersistRun(ctx, l, nil)
 }
 
-// persist is Persist for a caller holding l's save lock.
-func (c *Cache) persist(ctx context.Context, l *Session) error {
+// PersistRun is Persist that records run (a turn that ended) with the save, in the same
+// transaction when the store is a sessions.RunRecorder (sessions.SaveRun); nil records nothing.
+func (c *Cache) PersistRun(ctx context.Context, l *Session, run *sessions.Run) error {
+	l.save.Lock()
+	defer l.save.Unlock()
+	return c.persist(ctx, l, run)
+}
+
+// persist is PersistRun for a caller holding l's save lock.
+func (c *Cache) persist(ctx context.Context, l *Session, run *sessions.Run) error {
 	l.Lock()
 	snap := l.S.Clone()
 	from := l.Stored
 	l.Unlock()
-	if err := c.cfg.Store.Save(ctx, snap, from); err != nil {
+	if err := sessions.SaveRun(ctx, c.cfg.Store, snap, from, run); err != nil {
 		return err
 	}
 	l.Lock()
@@ -241,7 +247,7 @@ func (c *Cache) Update(ctx context.Context, l *Session, change func(s *sessions.
 	if err != nil || !persisted {
 		return err
 	}
-	return c.persist(ctx, l)
+	return c.persist(ctx, l, nil)
 }
 
 // EvictIdle drops the live sessions idle for longer than Config.Idle and not running a turn,

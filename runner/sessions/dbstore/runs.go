@@ -1,0 +1,111 @@
+package dbstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"svc/migrations"
+	"svc/runner/sessions"
+)
+
+// runRow is a row of the runs table (migration 00013): one per run (chat turn), written with
+// the save that stores the turn's result. The platform reads them (registry.Runs).
+type runRow struct {
+	ID           string `gorm:"primaryKey"`
+	AgentID      string
+	DeployID     string
+	SessionID    string
+	Kind         string
+	Reason       string
+	Provider     string
+	Model        string
+	Steps        int
+	InputTokens  int64
+	OutputTokens int64
+	CachedTokens int64
+	TraceID      string
+	UserID       string
+	AuthMethod   string
+	UserKey      string // metadata userId
+	Screen       string // metadata screen
+	Metadata     string
+	StartedAt    time.Time
+	EndedAt      time.Time
+}
+
+// TableName names the table for gorm.
+func (runRow) TableName() string { return "runs" }
+
+func toRunRow(r *sessions.Run) (*runRow, error) {
+	meta, err := marshalMap(r.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("record run %s: metadata: %w", r.ID, err)
+	}
+	kind := r.Kind
+	if kind == "" {
+		kind = sessions.RunChat
+	}
+	return &runRow{
+		ID: r.ID, AgentID: r.AgentID, DeployID: r.DeployID, SessionID: r.SessionID, Kind: kind, Reason: r.Reason,
+		Provider: r.Provider, Model: r.Model, Steps: r.Steps,
+		InputTokens: int64(r.Usage.InputTokens), OutputTokens: int64(r.Usage.OutputTokens), CachedTokens: int64(r.Usage.CachedTokens),
+		TraceID: r.TraceID, UserID: r.UserID, AuthMethod: r.AuthMethod,
+		UserKey: r.Metadata["userId"], Screen: r.Metadata["screen"], Metadata: meta,
+		StartedAt: r.StartedAt.UTC(), EndedAt: r.EndedAt.UTC(),
+	}, nil
+}
+
+// messageBatch is how many history entries one insert carries.
+const messageBatch = 200
+
+// unsaved is what insertRunWithMessages left for the caller to insert: a run (nil when none) and
+// entries (nil when none).
+type unsaved struct {
+	run  *runRow
+	msgs []messageRow
+}
+
+// insertRunWithMessages inserts, on Postgres, the run rr and the first batch of msgs in one
+// statement: the run's insert is a data-modifying CTE of the entries' insert, so that recording
+// a run costs the save at a turn's end no round trip of its own (a turn's end stores its answer:
+// there are entries). It returns what it did not insert: everything on SQLite (no
+// data-modifying CTEs there, and no network round trip to save), or when rr or msgs is empty.
+// Both inserts keep what is stored already (ON CONFLICT DO NOTHING), as the separate ones do.
+func insertRunWithMessages(tx *gorm.DB, rr *runRow, msgs []messageRow) (unsaved, error) {
+	if rr == nil || len(msgs) == 0 || migrations.DialectOf(tx) != migrations.Postgres {
+		return unsaved{run: rr, msgs: nilIfEmpty(msgs)}, nil
+	}
+	first := msgs[:min(len(msgs), messageBatch)]
+	var q strings.Builder
+	q.WriteString("WITH run AS (INSERT INTO runs (id, agent_id, deploy_id, session_id, kind, reason, provider, model, steps, " +
+		"input_tokens, output_tokens, cached_tokens, trace_id, user_id, auth_method, user_key, screen, metadata, started_at, ended_at) " +
+		"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING) " +
+		"INSERT INTO session_messages (session_id, seq, role, payload, created_at) VALUES ")
+	args := make([]any, 0, 20+5*len(first))
+	args = append(args, rr.ID, rr.AgentID, rr.DeployID, rr.SessionID, rr.Kind, rr.Reason, rr.Provider, rr.Model, rr.Steps,
+		rr.InputTokens, rr.OutputTokens, rr.CachedTokens, rr.TraceID, rr.UserID, rr.AuthMethod, rr.UserKey, rr.Screen, rr.Metadata,
+		rr.StartedAt, rr.EndedAt)
+	for i := range first {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?)")
+		m := &first[i]
+		args = append(args, m.SessionID, m.Seq, m.Role, m.Payload, m.CreatedAt)
+	}
+	q.WriteString(" ON CONFLICT DO NOTHING")
+	if err := tx.Exec(q.String(), args...).Error; err != nil {
+		return unsaved{}, fmt.Errorf("record run %s: %w", rr.ID, err)
+	}
+	return unsaved{msgs: nilIfEmpty(msgs[len(first):])}, nil
+}
+
+func nilIfEmpty(msgs []messageRow) []messageRow {
+	if len(msgs) == 0 {
+		return nil
+	}
+	return msgs
+}
