@@ -81,8 +81,5 @@ func (t *Turn) endSpan(span turnSpan, res loop.Result) string {
 		span.SetStatus(codes.Error, msg)
 	}
 	span.End()
-	if sc := span.SpanContext(); sc.IsSampled() {
-		return sc.TraceID().String()
-	}
-	return ""
+	return sampledTraceID(span.Span)
 }

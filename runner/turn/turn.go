@@ -286,7 +286,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "the session's turn lock was lost (another runtime may run a turn on it now): the turn stopped and its answer was not stored"})
 		res.Reason = loop.ReasonError
 	}
-	t.finish(ctx, res, sampledTraceID(span))
+	t.finish(ctx, res, sampledTraceID(span.Span))
 	if timing != nil {
 		t.e.cfg.Observer.TurnDone(t.report(res, timing.first))
 	}
