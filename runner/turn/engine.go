@@ -93,6 +93,7 @@ type Engine struct {
 	cfg       Config
 	blobCache *lru.Cache[string, []byte]
 	usage     agentUsage
+	records   bool // the store keeps runs (sessions.RunRecorder): a turn builds its run's record
 }
 
 // NewEngine returns the Engine of cfg.
@@ -114,7 +115,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, blobCache: c}, nil
+	_, records := cfg.Store.(sessions.RunRecorder)
+	return &Engine{cfg: cfg, blobCache: c, records: records}, nil
 }
 
 // Lock is a turn's hold on its session: Release frees it; Lost, when not nil, is closed if the

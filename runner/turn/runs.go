@@ -26,8 +26,12 @@ func (t *Turn) startRun(st Start, now time.Time) *sessions.Run {
 }
 
 // endRun is the record of the turn's run as it ended at now with res: stored with the turn's
-// result (live.Cache.PersistRun), in the same transaction on the platform's store.
+// result (live.Cache.PersistRun), in the same transaction on the platform's store. It is nil
+// when the store keeps no runs.
 func (t *Turn) endRun(res loop.Result, now time.Time, traceID string) *sessions.Run {
+	if t.run == nil {
+		return nil
+	}
 	r := *t.run
 	r.EndedAt, r.Reason, r.Steps, r.TraceID = now, string(res.Reason), res.Turns, traceID
 	r.Usage = sessions.Usage{InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens, CachedTokens: res.Usage.CachedTokens}

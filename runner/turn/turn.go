@@ -194,8 +194,10 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 	var fallback bool
 	t.ref, fallback = e.ModelRef(s)
 	t.provider, t.modelErr = e.cfg.Models(t.ref)
-	t.run = t.startRun(st, now)
-	s.State.Run = t.run
+	if e.records {
+		t.run = t.startRun(st, now)
+		s.State.Run = t.run
+	}
 	if t.fresh {
 		if fallback {
 			t.warnings = append(t.warnings, "No model is configured (svc.json models.main or SVC_DEFAULT_MODEL), so this session uses the echo model, which repeats your message.")
