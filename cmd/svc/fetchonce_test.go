@@ -223,8 +223,15 @@ func TestPushServingScaleOutBench(t *testing.T) {
 		{"scale-out", newPushAgent(t, git, "scaleout", c.admin, func() string { return c.next("api") }, func() string { return c.next("runner") })},
 		{"svc up", newPushAgent(t, git, "up", up.token, func() string { return up.url }, func() string { return up.url })},
 	}
-	type figures struct{ accepted, serving []time.Duration }
+	type figures struct {
+		accepted, serving []time.Duration
+		deploys           []string
+		sent, seen        map[string]time.Time
+	}
 	got := make([]figures, len(sides))
+	for i := range got {
+		got[i].sent, got[i].seen = map[string]time.Time{}, map[string]time.Time{}
+	}
 	for _, s := range sides { // one push each first, not measured: runtimes and connections warm up
 		s.a.waitServing(t, s.a.push(t, s.a.commit(t)), time.Millisecond, 2*time.Minute)
 	}
@@ -237,7 +244,32 @@ func TestPushServingScaleOutBench(t *testing.T) {
 			got[i].accepted = append(got[i].accepted, time.Since(sent))
 			s.a.waitServing(t, deployID, time.Millisecond, 2*time.Minute)
 			got[i].serving = append(got[i].serving, time.Since(sent))
+			got[i].deploys = append(got[i].deploys, deployID)
+			got[i].sent[deployID], got[i].seen[deployID] = sent, time.Now()
 		}
+	}
+	// Where the time of the scale-out pushes goes, from the builds' rows: webhook (sent → 202),
+	// queued (the build recorded → a worker started it), build (started → finished and
+	// activated), served (finished → the runner answered with it).
+	var builds []registry.Build
+	if err := c.db.Where("deploy_id IN ?", got[0].deploys).Find(&builds).Error; err != nil {
+		t.Fatal(err)
+	}
+	var queued, building, served []time.Duration
+	for _, b := range builds {
+		if b.StartedAt == nil || b.FinishedAt == nil {
+			continue
+		}
+		queued = append(queued, b.StartedAt.Sub(b.CreatedAt))
+		building = append(building, b.FinishedAt.Sub(*b.StartedAt))
+		served = append(served, got[0].seen[b.DeployID].Sub(*b.FinishedAt))
+	}
+	if len(queued) > 0 {
+		t.Logf("scale-out p50 (p99): webhook %v (%v), queued %v (%v), build %v (%v), finished -> served %v (%v)",
+			percentile(got[0].accepted, 0.5).Round(100*time.Microsecond), percentile(got[0].accepted, 0.99).Round(100*time.Microsecond),
+			percentile(queued, 0.5).Round(100*time.Microsecond), percentile(queued, 0.99).Round(100*time.Microsecond),
+			percentile(building, 0.5).Round(100*time.Microsecond), percentile(building, 0.99).Round(100*time.Microsecond),
+			percentile(served, 0.5).Round(100*time.Microsecond), percentile(served, 0.99).Round(100*time.Microsecond))
 	}
 	for i, s := range sides {
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

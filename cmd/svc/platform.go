@@ -187,7 +187,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 
 	// 4. Queue.
 	if cfg.RedisURL != "" {
-		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, Logger: log})
+		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, PollInterval: cfg.QueuePollInterval, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("queue (REDIS_URL): %w", err)
 		}
