@@ -154,6 +154,14 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 		}
 	}
 	log("start", fmt.Sprintf("build %s of %s (attempt %d)", b.ID, describe(b), b.Attempts))
+	// A push's build whose task names no stored tree (queued again by RecoverBuilds after the
+	// process that took the push died between storing the tree and queueing the task; a task of
+	// an older version) looks at its commit's key all the same, and deletes what is there when it
+	// finishes: no tree a push stored outlives the push's build.
+	named := pl.Source != ""
+	if !named && b.Trigger == "push" && b.CommitSHA != "" {
+		pl.Source = registry.CommitSourceKey(b.AgentID, b.CommitSHA)
+	}
 	src, err := h.cfg.Sources.AgentSource(ctx, b.AgentID)
 	if err != nil {
 		return retryLater(b, log, err)
@@ -162,7 +170,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 	// 1. Fetch the source tree, unless the push stored the tree it fetched.
 	started := time.Now()
 	faults.Point("build.fetch")
-	tree, res, from, err := h.source(ctx, src, b, pl.Source, log)
+	tree, res, from, err := h.source(ctx, src, b, pl.Source, named, log)
 	fetch := builder.Step{Name: "fetch", Status: builder.StepSucceeded, Duration: time.Since(started)}
 	switch {
 	case err != nil:
@@ -298,8 +306,8 @@ const (
 // source reads the tree a build builds: an uploaded source version, or the git commit: taken
 // from Commits when the push's branch check fetched it in this process, read from the object the
 // push stored under sourceKey when there is one, else fetched. An object that is missing or
-// unreadable is logged and the commit fetched instead.
-func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.Build, sourceKey string, log func(step, line string)) (tree fs.FS, res builder.FetchResult, from treeOrigin, err error) {
+// unreadable is logged (a missing one only when the task named it) and the commit fetched instead.
+func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.Build, sourceKey string, named bool, log func(step, line string)) (tree fs.FS, res builder.FetchResult, from treeOrigin, err error) {
 	if b.SourceVersionID != "" {
 		sv, err := h.cfg.Sources.SourceVersion(ctx, b.AgentID, b.SourceVersionID)
 		if err != nil {
@@ -320,8 +328,10 @@ func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.B
 		if err == nil {
 			return tree, builder.FetchResult{Commit: b.CommitSHA, Branch: b.Branch}, fromStore, nil
 		}
-		h.log.WarnContext(ctx, "read the tree the push stored; fetching the commit instead", "build_id", b.ID, "key", key, "err", err)
-		log("fetch", fmt.Sprintf("the tree the push stored cannot be read (%v); fetching %s", err, describe(b)))
+		if named || !errors.Is(err, registry.ErrNotFound) {
+			h.log.WarnContext(ctx, "read the tree the push stored; fetching the commit instead", "build_id", b.ID, "key", key, "err", err)
+			log("fetch", fmt.Sprintf("the tree the push stored cannot be read (%v); fetching %s", err, describe(b)))
+		}
 	}
 	gs, err := src.Git(ctx, h.cfg.Credentials, b.Branch, b.CommitSHA)
 	if err != nil {

@@ -383,7 +383,9 @@ func TestOlderBuildFinishingLastIsNotActivated(t *testing.T) {
 // A push that stored its commit's tree (deploy, builder.StoreCommit) names it in its build task:
 // the build reads it instead of fetching, builds the same bundle as a build that fetched, and
 // deletes it when it finishes. A stored tree that is missing or unreadable is logged and the
-// commit fetched; a task that names another commit's tree does not read it.
+// commit fetched; a task that names another commit's tree does not read it. A push's build whose
+// task names no tree (queued again by RecoverBuilds) reads and deletes the one at its commit's
+// key, if any, and otherwise fetches without a word about it.
 func TestBuildReadsTheTreeThePushStored(t *testing.T) {
 	db := dbtest.SQLite(t)
 	ctx := context.Background()
@@ -429,19 +431,22 @@ func TestBuildReadsTheTreeThePushStored(t *testing.T) {
 		name      string
 		commit    string
 		key       func() string // the key the task names, after storing what the case stores
+		unnamed   bool          // the task names no key (NewBuildTask)
 		wantFetch bool
 		wantLog   string
 	}{
-		{"stored", first, func() string { return store(first) }, false, "read the tree of commit " + first[:12] + " on main that the push fetched and stored"},
-		{"missing", first, func() string { return registry.CommitSourceKey(a.ID, first) }, true, "the tree the push stored cannot be read"},
+		{"stored", first, func() string { return store(first) }, false, false, "read the tree of commit " + first[:12] + " on main that the push fetched and stored"},
+		{"missing", first, func() string { return registry.CommitSourceKey(a.ID, first) }, false, true, "the tree the push stored cannot be read"},
 		{"unreadable", first, func() string {
 			key := registry.CommitSourceKey(a.ID, first)
 			if err := e.objects.Put(ctx, key, strings.NewReader("not a tar.gz"), -1); err != nil {
 				t.Fatal(err)
 			}
 			return key
-		}, true, "the tree the push stored cannot be read"},
-		{"another commit's", first, func() string { return store(second) }, true, "fetched commit " + first[:12]},
+		}, false, true, "the tree the push stored cannot be read"},
+		{"another commit's", first, func() string { return store(second) }, false, true, "fetched commit " + first[:12]},
+		{"unnamed, stored", first, func() string { return store(first) }, true, false, "that the push fetched and stored"},
+		{"unnamed, none", first, func() string { return registry.CommitSourceKey(a.ID, first) }, true, true, "fetched commit " + first[:12]},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -453,12 +458,16 @@ func TestBuildReadsTheTreeThePushStored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := e.queue.Enqueue(ctx, workers.NewPushBuildTask(ctx, st.Build.ID, key)); err != nil {
+			task := workers.NewPushBuildTask(ctx, st.Build.ID, key)
+			if tt.unnamed {
+				task = workers.NewBuildTask(ctx, st.Build.ID)
+			}
+			if err := e.queue.Enqueue(ctx, task); err != nil {
 				t.Fatal(err)
 			}
 			d := e.wait(t, st.Deployment.ID)
 			log := e.logText(t, st.Build.ID)
-			if d.Status != registry.StatusReady || !strings.Contains(log, tt.wantLog) {
+			if d.Status != registry.StatusReady || !strings.Contains(log, tt.wantLog) || (tt.unnamed && strings.Contains(log, "cannot be read")) {
 				t.Fatalf("deployment %+v, want ready with %q in its log:\n%s", d, tt.wantLog, log)
 			}
 			if d.Digest != fetched.Digest || d.BundleKey != fetched.BundleKey {
