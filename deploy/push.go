@@ -109,10 +109,9 @@ func (d *Deployer) handOver(ctx context.Context, src workers.AgentSource, push w
 	if d.cfg.Objects == nil {
 		return ""
 	}
-	agentID := src.AgentID
-	key := registry.CommitSourceKey(agentID, commit.Result().Commit)
+	key := registry.CommitSourceKey(src.AgentID, commit.Result().Commit)
 	if _, err := builder.StoreCommit(ctx, d.cfg.Objects, key, commit); err != nil {
-		d.log.WarnContext(ctx, "store the pushed commit's tree for its build; the build fetches it", "agent", agentID, "commit", commit.Result().Commit, "err", err)
+		d.log.WarnContext(ctx, "store the pushed commit's tree for its build; the build fetches it", "agent", src.AgentID, "commit", commit.Result().Commit, "err", err)
 		return ""
 	}
 	return key

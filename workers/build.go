@@ -28,8 +28,9 @@ type buildPayload struct {
 	// build, so that the build's spans join its trace; empty when it was not traced.
 	Trace map[string]string `json:"trace,omitempty"`
 	// Source is the object key (registry.CommitSourceKey) of the commit's tree that the push
-	// stored when it fetched the commit; empty when it stored none (a redeploy, a task that
-	// RecoverBuilds queued again, a task of an older version).
+	// stored when it fetched the commit; empty when it stored none (a redeploy, a push under svc
+	// up, which hands the commit over in memory, a task that RecoverBuilds queued again, a task
+	// of an older version).
 	Source string `json:"source,omitempty"`
 }
 
@@ -167,7 +168,8 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 		return retryLater(b, log, err)
 	}
 
-	// 1. Fetch the source tree, unless the push stored the tree it fetched.
+	// 1. Fetch the source tree, unless the push handed over the commit it fetched (in memory, or
+	// stored in the object store).
 	started := time.Now()
 	faults.Point("build.fetch")
 	tree, res, from, err := h.source(ctx, src, b, pl.Source, named, log)
