@@ -3,6 +3,8 @@ package builder
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"strings"
 	"testing"
 
 	"svc/agent"
@@ -41,5 +43,43 @@ func TestIngest(t *testing.T) {
 	}
 	if newest, err := versions.Newest(ctx, "a1"); err != nil || newest.ID != sv.ID {
 		t.Errorf("newest source version = %+v, %v; want the good one only", newest, err)
+	}
+}
+
+// TestStoreCommit: the tree of a fetched commit, stored and read back, has the commit's files
+// (a symbolic link inside the tree as a copy of its target) and digest, so a build of either
+// gives one bundle; a missing object is registry.ErrNotFound.
+func TestStoreCommit(t *testing.T) {
+	ctx := context.Background()
+	r, _ := fixtureRepo(t, "hello")
+	r.symlink("docs/readme-link.md", "../svc.json")
+	commit := r.commit("a link")
+	c, err := FetchCommit(ctx, GitSource{URL: r.url(), Branch: "main", Commit: commit}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched, err := c.Tree(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := newObjects(t)
+	key := registry.CommitSourceKey("a1", commit)
+	size, err := StoreCommit(ctx, obj, key, c)
+	if err != nil || size <= 0 {
+		t.Fatalf("StoreCommit = %d, %v", size, err)
+	}
+	stored, err := ReadSourceVersion(ctx, obj, key, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := bundle.Digest(fetched)
+	if got, err := bundle.Digest(stored); got != want || err != nil {
+		t.Errorf("digest of the stored tree = %s, %v; of the fetched commit %s", got, err, want)
+	}
+	if b, err := fs.ReadFile(stored, "docs/readme-link.md"); err != nil || !strings.Contains(string(b), `"name"`) {
+		t.Errorf("the link in the stored tree = %q, %v; want a copy of svc.json", b, err)
+	}
+	if _, err := ReadSourceVersion(ctx, obj, registry.CommitSourceKey("a1", strings.Repeat("0", 40)), Limits{}); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("ReadSourceVersion(missing) = %v, want ErrNotFound", err)
 	}
 }

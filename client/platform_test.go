@@ -76,15 +76,14 @@ func startPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	creds := builder.Credentials{Secrets: stores.Secrets}
-	commits := workers.NewCommitCache(8, 5*time.Minute)
 	mux := workers.NewServeMux()
 	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
 		Deployments: stores.Deployments, Logs: stores.BuildLogs, Objects: objects, Sources: workers.NewRegistrySources(stores),
-		Credentials: creds, Limits: builder.DefaultLimits(), Commits: commits, Logger: log,
+		Credentials: creds, Limits: builder.DefaultLimits(), Logger: log,
 	}))
 	deployer := deploy.New(deploy.Config{
 		Deployments: stores.Deployments, Queue: queue, Sources: workers.NewRegistrySources(stores), Pushes: stores.Pushes,
-		Credentials: creds, Limits: builder.DefaultLimits(), Commits: commits, Logger: log,
+		Credentials: creds, Limits: builder.DefaultLimits(), Objects: objects, Logger: log,
 	})
 
 	// Agents: the router with a runtime per deployment, sessions in the database.

@@ -31,8 +31,8 @@ type Pushes interface {
 
 var _ Pushes = (*registry.Pushes)(nil)
 
-// Config is what a Deployer works with. Every field but Commits, Limits, Credentials and Logger is
-// required; their zero values are documented defaults.
+// Config is what a Deployer works with. Every field but Commits, Objects, Limits, Credentials and
+// Logger is required; their zero values are documented defaults.
 type Config struct {
 	// Deployments records builds and deployments and finds the ones a push or redeploy reuses.
 	Deployments *registry.Deployments
@@ -46,9 +46,14 @@ type Config struct {
 	Credentials builder.Credentials
 	// Limits bound the fetch of a pushed commit (zero fields take builder's defaults).
 	Limits builder.Limits
-	// Commits, when set, keeps the commit a push's branch filter fetched for the push's build
-	// (a process that also runs the builds, svc up); nil keeps nothing.
+	// Commits, when set, hands the commit a push's branch filter fetched to the push's build in
+	// this process (svc up, where the API and the builds share one): nothing is stored.
 	Commits *workers.CommitCache
+	// Objects, when set and Commits is not, stores the tree of the commit a push's branch filter
+	// fetched, as a source archive under registry.CommitSourceKey, for the push's build to read
+	// on whichever worker runs it instead of fetching the commit again (svc api; the build
+	// deletes it when it finishes). With neither, every build fetches its commit.
+	Objects registry.Objects
 	// Logger receives what the Deployer logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -76,9 +81,10 @@ func EnvironmentFor(branch, productionBranch string) string {
 	return "preview-" + branch
 }
 
-// enqueue hands a build to the queue; a build that cannot be queued is failed, never left queued forever.
-func (d *Deployer) enqueue(ctx context.Context, buildID string) error {
-	err := d.cfg.Queue.Enqueue(ctx, workers.NewBuildTask(ctx, buildID))
+// enqueue hands task, the task of build buildID, to the queue; a build that cannot be queued is
+// failed, never left queued forever.
+func (d *Deployer) enqueue(ctx context.Context, buildID string, task workers.Task) error {
+	err := d.cfg.Queue.Enqueue(ctx, task)
 	if err == nil || errors.Is(err, workers.ErrDuplicate) {
 		return nil
 	}

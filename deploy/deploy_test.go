@@ -34,7 +34,8 @@ type env struct {
 }
 
 // newEnv wires a Deployer on db and a build handler on the in-process queue, running until the
-// test ends; both share commits when it is not nil.
+// test ends, as svc up wires them when commits is not nil (both share it), as svc api and svc
+// worker do when it is nil (a push stores its commit's tree in the object store).
 func newEnv(t *testing.T, db *gorm.DB, commits *workers.CommitCache) *env {
 	t.Helper()
 	fsObjects, err := fsobjects.New(t.TempDir())
@@ -67,6 +68,7 @@ func newEnv(t *testing.T, db *gorm.DB, commits *workers.CommitCache) *env {
 	return &env{
 		deployer: deploy.New(deploy.Config{
 			Deployments: stores.Deployments, Queue: q, Sources: sources, Pushes: stores.Pushes, Credentials: creds, Commits: commits,
+			Objects: objects,
 		}),
 		commits: commits, stores: stores, objects: objects,
 	}
@@ -274,6 +276,51 @@ func TestPushHandsItsCommitToTheBuild(t *testing.T) {
 		}
 		if n := e.commits.Len(); n != 0 {
 			t.Errorf("%d commits kept for a push that built nothing", n)
+		}
+	})
+}
+
+// TestPushStoresItsTreeForTheBuild: without a CommitCache (svc api, the builds on workers), a
+// push stores the tree of the commit its branch check fetched in the object store, and its build
+// reads it there, builds the bundle a redeploy of that commit builds by fetching, and deletes it.
+// A push that builds nothing stores nothing.
+func TestPushStoresItsTreeForTheBuild(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		e := newEnv(t, db, nil)
+		repo, _, a := e.gitAgent(t, "Support Desk", "support-desk", true)
+		repo.Branch(t, "feature/x")
+		c := repo.Commit(t, "", "feature")
+		key := registry.CommitSourceKey(a.ID, c)
+		out, err := e.deployer.Push(ctx, a.ID, push("feature/x", c))
+		if err != nil || out.Action != "build" {
+			t.Fatalf("push = %+v, %v", out, err)
+		}
+		d := e.wait(t, out.DeployID)
+		log := e.logText(t, out.BuildID)
+		if !d.Serving() || d.CommitSHA != c || !strings.Contains(log, "that the push fetched and stored") {
+			t.Fatalf("deployment %+v\nlog:\n%s", d, log)
+		}
+		if _, err := e.objects.Stat(ctx, key); !errors.Is(err, registry.ErrNotFound) {
+			t.Errorf("the stored tree after the build: %v, want it deleted", err)
+		}
+		rd, err := e.deployer.Redeploy(ctx, deploy.RedeployRequest{AgentID: a.ID, Branch: "feature/x", Environment: "preview-fetched"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetched := e.wait(t, rd.DeployID)
+		if log := e.logText(t, rd.BuildID); fetched.Status != registry.StatusReady || !strings.Contains(log, "fetched commit") {
+			t.Fatalf("redeploy %+v\nlog:\n%s", fetched, log)
+		}
+		if fetched.Digest != d.Digest || fetched.BundleKey != d.BundleKey {
+			t.Errorf("bundle of the fetched commit %s %s, of the stored tree %s %s", fetched.BundleKey, fetched.Digest, d.BundleKey, d.Digest)
+		}
+		// A push of a commit already built builds nothing and stores nothing.
+		if again, err := e.deployer.Push(ctx, a.ID, push("feature/x", c)); err != nil || again.Action != "skipped" {
+			t.Fatalf("push again = %+v, %v", again, err)
+		}
+		if _, err := e.objects.Stat(ctx, key); !errors.Is(err, registry.ErrNotFound) {
+			t.Errorf("a push that built nothing stored its tree: %v", err)
 		}
 	})
 }

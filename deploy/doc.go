@@ -14,6 +14,13 @@
 // depends on it instead of on the workers.
 //
 // The branch filter reads svc.json of the pushed commit alone (builder.GitCommit.Files), through
-// the one parser of ci.deploy (agent.DeployFilterOf). When the process also runs builds (svc up),
-// the fetched commit is handed to its build through a workers.CommitCache, so it is fetched once.
+// the one parser of ci.deploy (agent.DeployFilterOf). The commit it fetched goes on to the build, so
+// that a push fetches its commit once: when the process also runs builds (svc up), in memory
+// through a workers.CommitCache; otherwise (svc api, builds on svc worker processes) as a source
+// archive in the object store (Config.Objects, builder.StoreCommit, registry.CommitSourceKey) that
+// the build task names (workers.NewPushBuildTask) and the build reads, then deletes. Why two ways:
+// the object store costs svc up a write with fsync per push (~8 ms) for a hand-over that memory
+// does for free; between processes the object store is the one place both reach. A push that
+// builds nothing (filtered, already built) stores nothing. A redeploy resolves the branch head
+// with ls-remote and fetches nothing, so its build fetches.
 package deploy

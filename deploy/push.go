@@ -40,7 +40,8 @@ func (d *Deployer) Push(ctx context.Context, agentID string, push webhook.Push) 
 		return out, nil
 	}
 	// ci.deploy.branches of the pushed commit's svc.json restrict which pushes build.
-	if filtered, err := d.branchFiltered(ctx, src, push); err != nil {
+	commit, filtered, err := d.branchFiltered(ctx, src, push)
+	if err != nil {
 		d.log.WarnContext(ctx, "read ci.deploy of pushed commit", "agent", agentID, "commit", push.After, "err", err)
 	} else if filtered {
 		out.Action, out.Reason = "skipped", "branch-filtered"
@@ -54,39 +55,64 @@ func (d *Deployer) Push(ctx context.Context, agentID string, push webhook.Push) 
 	}
 	out.BuildID, out.DeployID = st.Build.ID, st.Deployment.ID
 	if st.Reused {
-		d.cfg.Commits.Take(src, push.Branch, push.After) // no build will take it
 		out.Action, out.Reason = "skipped", "already-built"
 		if st.Building {
 			out.Reason = "already-building"
 		}
 		return out, nil
 	}
-	if err := d.enqueue(ctx, st.Build.ID); err != nil {
+	key := d.handOver(ctx, src, push, commit)
+	if err := d.enqueue(ctx, st.Build.ID, workers.NewPushBuildTask(ctx, st.Build.ID, key)); err != nil {
+		if key != "" { // no build will read it
+			if derr := d.cfg.Objects.Delete(context.WithoutCancel(ctx), key); derr != nil {
+				d.log.WarnContext(ctx, "delete the stored tree of an unqueued build", "key", key, "err", derr)
+			}
+		}
 		return PushOutcome{}, err
 	}
 	out.Action, out.Reason = "build", "push"
 	return out, nil
 }
 
-// branchFiltered reads svc.json at the pushed commit, and nothing else of its tree, and applies
-// ci.deploy.branches. A commit that may build is kept in Commits for its build.
-func (d *Deployer) branchFiltered(ctx context.Context, src workers.AgentSource, push webhook.Push) (bool, error) {
+// branchFiltered fetches the pushed commit, reads its svc.json and nothing else of its tree, and
+// applies ci.deploy.branches. It returns the commit, for its build, with the answer.
+func (d *Deployer) branchFiltered(ctx context.Context, src workers.AgentSource, push webhook.Push) (*builder.GitCommit, bool, error) {
 	gs, err := src.Git(ctx, d.cfg.Credentials, push.Branch, push.After)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	commit, err := builder.FetchCommit(ctx, gs, d.cfg.Limits)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	files, err := commit.Files(ctx, "svc.json")
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	f, err := agent.DeployFilterOf(files)
-	filtered := err == nil && !f.Allows(push.Branch)
-	if err == nil && !filtered {
-		d.cfg.Commits.Put(src, push.Branch, push.After, commit)
+	return commit, err == nil && !f.Allows(push.Branch), err
+}
+
+// handOver hands the fetched commit (nil: none was fetched) to the build about to start, so that
+// the build does not fetch it again: through Commits when the build runs in this process, else
+// stored in Objects, on whichever worker it runs; it returns the stored tree's key for the build
+// task. It returns "" when nothing was stored: handed over in memory, nothing to store, or the
+// store failed (logged; the build then fetches the commit itself).
+func (d *Deployer) handOver(ctx context.Context, src workers.AgentSource, push webhook.Push, commit *builder.GitCommit) string {
+	if commit == nil {
+		return ""
 	}
-	return filtered, err
+	if d.cfg.Commits != nil {
+		d.cfg.Commits.Put(src, push.Branch, push.After, commit)
+		return ""
+	}
+	if d.cfg.Objects == nil {
+		return ""
+	}
+	key := registry.CommitSourceKey(src.AgentID, commit.Result().Commit)
+	if _, err := builder.StoreCommit(ctx, d.cfg.Objects, key, commit); err != nil {
+		d.log.WarnContext(ctx, "store the pushed commit's tree for its build; the build fetches it", "agent", src.AgentID, "commit", commit.Result().Commit, "err", err)
+		return ""
+	}
+	return key
 }

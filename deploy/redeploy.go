@@ -80,7 +80,7 @@ func (d *Deployer) Redeploy(ctx context.Context, req RedeployRequest) (RedeployO
 	}
 	out := RedeployOutcome{DeployID: st.Deployment.ID, BuildID: st.Build.ID, Environment: br.Environment, Reused: st.Reused}
 	if !st.Reused {
-		if err := d.enqueue(ctx, st.Build.ID); err != nil {
+		if err := d.enqueue(ctx, st.Build.ID, workers.NewBuildTask(ctx, st.Build.ID)); err != nil {
 			return RedeployOutcome{}, err
 		}
 	}

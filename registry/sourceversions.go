@@ -57,6 +57,15 @@ func NewSourceVersions(db *gorm.DB, objects Objects) *SourceVersions {
 // SourceVersionKey is the object key of a source version's archive.
 func SourceVersionKey(agentID, id string) string { return "sources/" + agentID + "/" + id + ".tar.gz" }
 
+// CommitSourceKey is the object key of the source archive of an agent's git commit (commit is its
+// full hash): the tree a push's branch check fetched, stored in the format of a source version's
+// archive for the push's build to read instead of fetching the commit again. A commit hash names
+// its tree, so the key is content-addressed: two pushes of one commit store the same bytes. The
+// object lives only until the build finishes (see workers.BuildHandler).
+func CommitSourceKey(agentID, commit string) string {
+	return "commits/" + agentID + "/" + commit + ".tar.gz"
+}
+
 // Create stores v.Archive and records it. The archive is written first and removed again when the
 // record cannot be written, so a record always has its archive. An unknown agent is
 // ErrAgentNotFound; a malformed digest is an *InvalidError. The archive's format is the bundle

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -26,12 +27,25 @@ type buildPayload struct {
 	// Trace is the W3C trace context (traceparent, tracestate) of the request that started the
 	// build, so that the build's spans join its trace; empty when it was not traced.
 	Trace map[string]string `json:"trace,omitempty"`
+	// Source is the object key (registry.CommitSourceKey) of the commit's tree that the push
+	// stored when it fetched the commit; empty when it stored none (a redeploy, a push under svc
+	// up, which hands the commit over in memory, a task that RecoverBuilds queued again, a task
+	// of an older version).
+	Source string `json:"source,omitempty"`
 }
 
 // NewBuildTask returns the task that runs a build; its ID dedupes it. The trace context of ctx,
 // if any, travels with it.
 func NewBuildTask(ctx context.Context, buildID string) Task {
-	pl := buildPayload{BuildID: buildID}
+	return NewPushBuildTask(ctx, buildID, "")
+}
+
+// NewPushBuildTask is NewBuildTask for the build of a pushed commit whose tree the push stored
+// under sourceKey (registry.CommitSourceKey of the build's agent and commit, stored with
+// builder.StoreCommit; "" for none): the build reads the tree there instead of fetching the
+// commit again, and deletes the object once it finished.
+func NewPushBuildTask(ctx context.Context, buildID, sourceKey string) Task {
+	pl := buildPayload{BuildID: buildID, Source: sourceKey}
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
 	if len(carrier) > 0 {
@@ -52,8 +66,10 @@ type BuildConfig struct {
 	Credentials builder.Credentials
 	// Limits bound each fetch and build (zero fields take builder's defaults).
 	Limits builder.Limits
-	// Commits, when set, gives a build the commit its push's branch check fetched (a process
-	// that answers webhooks and builds, svc up); nil fetches every build's commit.
+	// Commits, when set, gives a build the commit its push's branch check fetched in this
+	// process (svc up, where the API and the builds share one). Whether or not it is set, a build
+	// whose task names a tree the push stored (NewPushBuildTask) reads that; a build with
+	// neither fetches its commit.
 	Commits *CommitCache
 	// Statuses, when set, gets a pending svc/evals status for a git commit whose tree has evals
 	// before its deployment is marked ready: the promotion gate stays closed from the first
@@ -117,6 +133,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 	}
 	b, err := h.cfg.Deployments.BuildRunning(ctx, pl.BuildID)
 	if errors.Is(err, registry.ErrBuildFinished) || errors.Is(err, registry.ErrBuildNotFound) {
+		h.dropSource(ctx, pl) // a task delivered again after its build finished
 		return nil
 	}
 	if err != nil {
@@ -138,15 +155,24 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 		}
 	}
 	log("start", fmt.Sprintf("build %s of %s (attempt %d)", b.ID, describe(b), b.Attempts))
+	// A push's build whose task names no stored tree (queued again by RecoverBuilds after the
+	// process that took the push died between storing the tree and queueing the task; a task of
+	// an older version) looks at its commit's key all the same, and deletes what is there when it
+	// finishes: no tree a push stored outlives the push's build.
+	named := pl.Source != ""
+	if !named && b.Trigger == "push" && b.CommitSHA != "" {
+		pl.Source = registry.CommitSourceKey(b.AgentID, b.CommitSHA)
+	}
 	src, err := h.cfg.Sources.AgentSource(ctx, b.AgentID)
 	if err != nil {
 		return retryLater(b, log, err)
 	}
 
-	// 1. Fetch the source tree, unless the push's branch check has just done so.
+	// 1. Fetch the source tree, unless the push handed over the commit it fetched (in memory, or
+	// stored in the object store).
 	started := time.Now()
 	faults.Point("build.fetch")
-	tree, res, fetched, err := h.source(ctx, src, b)
+	tree, res, from, err := h.source(ctx, src, b, pl.Source, named, log)
 	fetch := builder.Step{Name: "fetch", Status: builder.StepSucceeded, Duration: time.Since(started)}
 	switch {
 	case err != nil:
@@ -154,12 +180,14 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 		log("fetch", "fetch failed: "+err.Error())
 		steps = []builder.Step{fetch}
 		if permanent(err) {
-			return h.fail(ctx, b, steps, err)
+			return h.fail(ctx, b, pl, steps, err)
 		}
 		h.cfg.Metrics.done("retried", steps)
 		return retryLater(b, log, err)
-	case fetched:
+	case from == fromPush:
 		log("fetch", fmt.Sprintf("%s was fetched by the push's branch check", describe(b)))
+	case from == fromStore:
+		log("fetch", fmt.Sprintf("read the tree of %s that the push fetched and stored, in %d ms", describe(b), fetch.Duration.Milliseconds()))
 	default:
 		log("fetch", fmt.Sprintf("fetched %s in %d ms", describe(b), fetch.Duration.Milliseconds()))
 	}
@@ -171,7 +199,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 	steps = append([]builder.Step{fetch}, result.Steps...)
 	if err != nil {
 		if permanent(err) || errors.Is(err, context.DeadlineExceeded) {
-			return h.fail(ctx, b, steps, err)
+			return h.fail(ctx, b, pl, steps, err)
 		}
 		h.cfg.Metrics.done("retried", steps)
 		return retryLater(b, log, err)
@@ -193,11 +221,13 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 	})
 	switch {
 	case errors.Is(err, registry.ErrBuildFinished):
+		h.dropSource(ctx, pl)
 		return nil
 	case err != nil:
 		h.cfg.Metrics.done("retried", steps)
 		return retryLater(b, log, err)
 	}
+	h.dropSource(ctx, pl)
 	h.cfg.Metrics.done("succeeded", steps)
 	if h.cfg.OnReady != nil {
 		if line := h.cfg.OnReady(context.WithoutCancel(ctx), b.DeployID); line != "" {
@@ -249,8 +279,6 @@ func retryLater(b registry.Build, log func(step, line string), err error) error 
 	return err
 }
 
-// source reads the tree a build builds: an uploaded source version, or the git commit, taken
-// from Commits when the push's branch check fetched it already (fetched is then true).
 // holdGate records a pending svc/evals status for a git commit whose tree has evals (see
 // BuildConfig.Statuses).
 func (h *BuildHandler) holdGate(ctx context.Context, b registry.Build, commit string, tree fs.FS) error {
@@ -268,34 +296,82 @@ func (h *BuildHandler) holdGate(ctx context.Context, b registry.Build, commit st
 	return nil
 }
 
-func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.Build) (tree fs.FS, res builder.FetchResult, fetched bool, err error) {
+// treeOrigin says where a build's tree came from, for its log.
+type treeOrigin int
+
+const (
+	fromSource treeOrigin = iota // fetched, or an uploaded source version
+	fromPush                     // the commit the push's branch check fetched in this process (Commits)
+	fromStore                    // the tree the push stored (its task's Source)
+)
+
+// source reads the tree a build builds: an uploaded source version, or the git commit: taken
+// from Commits when the push's branch check fetched it in this process, read from the object the
+// push stored under sourceKey when there is one, else fetched. An object that is missing or
+// unreadable is logged (a missing one only when the task named it) and the commit fetched instead.
+func (h *BuildHandler) source(ctx context.Context, src AgentSource, b registry.Build, sourceKey string, named bool, log func(step, line string)) (tree fs.FS, res builder.FetchResult, from treeOrigin, err error) {
 	if b.SourceVersionID != "" {
 		sv, err := h.cfg.Sources.SourceVersion(ctx, b.AgentID, b.SourceVersionID)
 		if err != nil {
-			return nil, builder.FetchResult{}, false, err
+			return nil, builder.FetchResult{}, fromSource, err
 		}
 		tree, err := builder.ReadSourceVersion(ctx, h.cfg.Objects, sv.ObjectKey, h.cfg.Limits)
-		return tree, builder.FetchResult{Branch: b.Branch}, false, err
+		return tree, builder.FetchResult{Branch: b.Branch}, fromSource, err
 	}
 	if src.Type != "git" {
-		return nil, builder.FetchResult{}, false, ErrNoSource
+		return nil, builder.FetchResult{}, fromSource, ErrNoSource
 	}
-	commit, fetched := h.cfg.Commits.Take(src, b.Branch, b.CommitSHA)
-	if !fetched {
-		gs, err := src.Git(ctx, h.cfg.Credentials, b.Branch, b.CommitSHA)
-		if err != nil {
-			return nil, builder.FetchResult{}, false, err
+	if commit, ok := h.cfg.Commits.Take(src, b.Branch, b.CommitSHA); ok {
+		tree, err := commit.Tree(ctx)
+		return tree, commit.Result(), fromPush, err
+	}
+	if key := h.sourceKey(b, sourceKey); key != "" {
+		tree, err := builder.ReadSourceVersion(ctx, h.cfg.Objects, key, h.cfg.Limits)
+		if err == nil {
+			return tree, builder.FetchResult{Commit: b.CommitSHA, Branch: b.Branch}, fromStore, nil
 		}
-		if commit, err = builder.FetchCommit(ctx, gs, h.cfg.Limits); err != nil {
-			return nil, builder.FetchResult{}, false, err
+		if named || !errors.Is(err, registry.ErrNotFound) {
+			h.log.WarnContext(ctx, "read the tree the push stored; fetching the commit instead", "build_id", b.ID, "key", key, "err", err)
+			log("fetch", fmt.Sprintf("the tree the push stored cannot be read (%v); fetching %s", err, describe(b)))
 		}
+	}
+	gs, err := src.Git(ctx, h.cfg.Credentials, b.Branch, b.CommitSHA)
+	if err != nil {
+		return nil, builder.FetchResult{}, fromSource, err
+	}
+	commit, err := builder.FetchCommit(ctx, gs, h.cfg.Limits)
+	if err != nil {
+		return nil, builder.FetchResult{}, fromSource, err
 	}
 	tree, err = commit.Tree(ctx)
-	return tree, commit.Result(), fetched, err
+	return tree, commit.Result(), fromSource, err
+}
+
+// sourceKey is the key of the stored tree a build of a git commit may read: sourceKey, the key
+// its task names, when it is the key of the build's own agent and commit; "" otherwise (a task
+// names no other object, however it was written).
+func (h *BuildHandler) sourceKey(b registry.Build, sourceKey string) string {
+	if sourceKey == "" || b.CommitSHA == "" || sourceKey != registry.CommitSourceKey(b.AgentID, b.CommitSHA) {
+		return ""
+	}
+	return sourceKey
+}
+
+// dropSource deletes the tree the push of a finished build stored (its task's Source), so that
+// the object lives only as long as the build: after the build succeeded, failed for good or gave
+// up. A build that will run again keeps it. A failed delete is logged; the object is then left.
+func (h *BuildHandler) dropSource(ctx context.Context, pl buildPayload) {
+	if pl.Source == "" || !strings.HasPrefix(pl.Source, "commits/") {
+		return
+	}
+	if err := h.cfg.Objects.Delete(context.WithoutCancel(ctx), pl.Source); err != nil {
+		h.log.WarnContext(ctx, "delete the tree the push stored", "build_id", pl.BuildID, "key", pl.Source, "err", err)
+	}
 }
 
 // fail records a build's failure with every reason; the task itself is done (no retry).
-func (h *BuildHandler) fail(ctx context.Context, b registry.Build, steps []builder.Step, cause error) error {
+func (h *BuildHandler) fail(ctx context.Context, b registry.Build, pl buildPayload, steps []builder.Step, cause error) error {
+	h.dropSource(ctx, pl)
 	h.cfg.Metrics.done("failed", steps)
 	_, err := h.cfg.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{Steps: stepsJSON(steps), Error: cause.Error()})
 	if err != nil && !errors.Is(err, registry.ErrBuildFinished) {
@@ -311,6 +387,7 @@ func (h *BuildHandler) TaskFailed(ctx context.Context, t Task, cause error) {
 	if json.Unmarshal(t.Payload, &pl) != nil {
 		return
 	}
+	h.dropSource(ctx, pl)
 	h.cfg.Metrics.done("gave_up", nil)
 	_, err := h.cfg.Deployments.FinishBuild(ctx, pl.BuildID, registry.BuildOutcome{Steps: "[]", Error: "build gave up: " + cause.Error()})
 	if err != nil && !errors.Is(err, registry.ErrBuildFinished) {

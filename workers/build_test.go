@@ -3,7 +3,10 @@ package workers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"svc/agent/agenttest"
+	"svc/builder"
 	"svc/builder/gittest"
 	"svc/migrations/dbtest"
 	"svc/registry"
@@ -374,4 +378,107 @@ func TestOlderBuildFinishingLastIsNotActivated(t *testing.T) {
 			t.Errorf("newer build's log:\n%s", log)
 		}
 	})
+}
+
+// A push that stored its commit's tree (deploy, builder.StoreCommit) names it in its build task:
+// the build reads it instead of fetching, builds the same bundle as a build that fetched, and
+// deletes it when it finishes. A stored tree that is missing or unreadable is logged and the
+// commit fetched; a task that names another commit's tree does not read it. A push's build whose
+// task names no tree (queued again by RecoverBuilds) reads and deletes the one at its commit's
+// key, if any, and otherwise fetches without a word about it.
+func TestBuildReadsTheTreeThePushStored(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db)
+	root := t.TempDir()
+	repo, first := gittest.Init(t, filepath.Join(root, "repo"), agenttest.Dir(t, "hello"))
+	var fetches atomic.Int64
+	srv := gittest.HTTPServer(t, root, func(backend http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+				fetches.Add(1)
+			}
+			backend.ServeHTTP(w, r)
+		})
+	})
+	a, err := e.agents.Create(ctx, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: srv.URL + "/repo", DefaultBranch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	// The build of the first commit that fetched it: the bundle every other build must match.
+	fetched := e.wait(t, e.build(t, a.ID, "preview-fetched", "main", first).Deployment.ID)
+	if fetched.Status != registry.StatusReady {
+		t.Fatalf("fetched build: %+v", fetched)
+	}
+	second := repo.Commit(t, "", "second")
+	// store stores commit's tree as a push does and returns its key.
+	store := func(commit string) string {
+		t.Helper()
+		c, err := builder.FetchCommit(ctx, builder.GitSource{URL: srv.URL + "/repo", Branch: "main", Commit: commit}, builder.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := registry.CommitSourceKey(a.ID, commit)
+		if _, err := builder.StoreCommit(ctx, e.objects, key, c); err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	tests := []struct {
+		name      string
+		commit    string
+		key       func() string // the key the task names, after storing what the case stores
+		unnamed   bool          // the task names no key (NewBuildTask)
+		wantFetch bool
+		wantLog   string
+	}{
+		{"stored", first, func() string { return store(first) }, false, false, "read the tree of commit " + first[:12] + " on main that the push fetched and stored"},
+		{"missing", first, func() string { return registry.CommitSourceKey(a.ID, first) }, false, true, "the tree the push stored cannot be read"},
+		{"unreadable", first, func() string {
+			key := registry.CommitSourceKey(a.ID, first)
+			if err := e.objects.Put(ctx, key, strings.NewReader("not a tar.gz"), -1); err != nil {
+				t.Fatal(err)
+			}
+			return key
+		}, false, true, "the tree the push stored cannot be read"},
+		{"another commit's", first, func() string { return store(second) }, false, true, "fetched commit " + first[:12]},
+		{"unnamed, stored", first, func() string { return store(first) }, true, false, "that the push fetched and stored"},
+		{"unnamed, none", first, func() string { return registry.CommitSourceKey(a.ID, first) }, true, true, "fetched commit " + first[:12]},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := tt.key()
+			before := fetches.Load()
+			st, err := e.deps.StartBuild(ctx, registry.BuildRequest{
+				AgentID: a.ID, Environment: fmt.Sprint("preview-", i), Branch: "main", Commit: tt.commit, Trigger: "push",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := workers.NewPushBuildTask(ctx, st.Build.ID, key)
+			if tt.unnamed {
+				task = workers.NewBuildTask(ctx, st.Build.ID)
+			}
+			if err := e.queue.Enqueue(ctx, task); err != nil {
+				t.Fatal(err)
+			}
+			d := e.wait(t, st.Deployment.ID)
+			log := e.logText(t, st.Build.ID)
+			if d.Status != registry.StatusReady || !strings.Contains(log, tt.wantLog) || (tt.unnamed && strings.Contains(log, "cannot be read")) {
+				t.Fatalf("deployment %+v, want ready with %q in its log:\n%s", d, tt.wantLog, log)
+			}
+			if d.Digest != fetched.Digest || d.BundleKey != fetched.BundleKey {
+				t.Errorf("bundle %s %s, want the fetched build's %s %s", d.BundleKey, d.Digest, fetched.BundleKey, fetched.Digest)
+			}
+			if n := fetches.Load() - before; (n > 0) != tt.wantFetch {
+				t.Errorf("%d requests for a pack; want a fetch: %v", n, tt.wantFetch)
+			}
+			if _, err := e.objects.Stat(ctx, key); !errors.Is(err, registry.ErrNotFound) {
+				t.Errorf("the stored tree %s after the build: %v, want it deleted", key, err)
+			}
+		})
+	}
 }

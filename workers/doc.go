@@ -27,8 +27,13 @@
 // recovery), the enqueue options, the shared backoff (RetryDelay), the sentinel errors, and the
 // build task: NewBuildTask, its handler (BuildHandler: fetch, build, record), RecoverBuilds, and
 // what a build and the decision to start one both need to know of an agent (AgentSource, Sources,
-// RegistrySources) and the cache through which a push's fetched commit reaches its build
-// (CommitCache). That decision, the push and redeploy policy, is package deploy, which enqueues
+// RegistrySources) and the two ways a push's fetched commit reaches its build without a second
+// fetch: in the process that fetched it, the cache CommitCache; on another worker, the tree the push
+// stored in the object store, which the task names (NewPushBuildTask; a push's build whose task
+// does not, one RecoverBuilds queued again, looks at its commit's key all the same) and the build
+// reads, then deletes once it finished (succeeded, failed, or gave up: the object lives as long as
+// the build). A build that finds neither, or a stored tree it cannot read, fetches the commit and says
+// so in its log: the stored tree is an optimisation, never the only copy. That decision, the push and redeploy policy, is package deploy, which enqueues
 // builds here. Implementations live in sub-packages named for their backend; the choice between
 // them is made in cmd/svc.
 package workers

@@ -39,6 +39,7 @@ type Config struct {
 	LogFormat          string
 	LogLevel           string
 	BuildConcurrency   int
+	QueuePollInterval  time.Duration
 	RuntimeIdleMinutes int
 	SessionStorageMB   int64
 	AgentStorageMB     int64
@@ -94,6 +95,15 @@ func settings() []setting {
 			c.BuildConcurrency = n
 			return err
 		}},
+		{flag: "queue-poll-interval", env: "SVC_QUEUE_POLL_INTERVAL", def: "50ms", help: "how often an idle worker asks Redis for queued builds and due retries (asynq; a Go duration, 10ms to 10s): lower picks a build up sooner, at more Redis calls",
+			bind: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err == nil && (d < 10*time.Millisecond || d > 10*time.Second) {
+					err = errors.New("must be from 10ms to 10s")
+				}
+				c.QueuePollInterval = d
+				return err
+			}},
 		{flag: "runtime-idle-minutes", env: "SVC_RUNTIME_IDLE_MINUTES", def: "30", help: "idle minutes before a live session is evicted from memory", bind: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err == nil && n < 1 {

@@ -187,7 +187,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 
 	// 4. Queue.
 	if cfg.RedisURL != "" {
-		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, Logger: log})
+		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, PollInterval: cfg.QueuePollInterval, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("queue (REDIS_URL): %w", err)
 		}
@@ -271,12 +271,13 @@ func (p *platform) buildMux(commits *workers.CommitCache, router *runner.Router)
 	return mux
 }
 
-// newDeployer is the push and redeploy policy of the API. commits, when not nil, is the cache
-// this process's build handler takes from (svc up).
+// newDeployer is the push and redeploy policy of the API. A push's fetched commit reaches its
+// build through commits when this process runs the builds (svc up: commits is not nil), else
+// through the object store, on whichever worker the build runs (svc api).
 func (p *platform) newDeployer(commits *workers.CommitCache) *deploy.Deployer {
 	return deploy.New(deploy.Config{
 		Deployments: p.deploys, Queue: p.queue, Sources: workers.NewRegistrySources(p.stores), Pushes: p.stores.Pushes,
-		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Logger: p.log,
+		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Objects: p.objects, Logger: p.log,
 	})
 }
 

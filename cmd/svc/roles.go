@@ -243,7 +243,8 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	}
 	defer router.Close()
 	appsDomain := appsDomainFor(cfg, ln.Addr())
-	// Webhooks and builds share this process: a pushed commit is fetched once.
+	// Webhooks and builds share this process: a pushed commit reaches its build in memory
+	// (svc api stores it in the object store for the workers instead).
 	commits := workers.NewCommitCache(8, 5*time.Minute)
 	a, err := p.newAPI(appsDomain, router, commits)
 	if err != nil {
