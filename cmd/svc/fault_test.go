@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +23,8 @@ import (
 // moments through the fault points of package faults, then the invariants checked over the API
 // and the database (cluster.checkInvariants).
 //
-// Each test has its own cluster, Postgres database and Redis database (11 to 15; scaleout uses
-// 7, durable 9). They run locally unless -short, and always in CI.
+// Each test has its own cluster, Postgres database and Redis database (8 and 10 to 15; scaleout
+// uses 7, durable 9). They run locally unless -short, and always in CI.
 //
 // The waits for a build whose worker was killed are generous (3 minutes): asynq takes the task
 // back only once its lease expired (30 s, checked every minute), until its lease is shortened
@@ -36,8 +39,10 @@ func skipShortLocally(t *testing.T) {
 
 // testBuildFault: a worker armed at point dies in the build of a push (the other worker is down
 // until then); both workers start again, the build ends ready and active, and the invariants
-// hold.
-func testBuildFault(t *testing.T, redisDB int, point string) {
+// hold. With blob > 0 the pushed commit adds a file of blob random (incompressible) bytes, so
+// that the bundle goes up in many pieces; and the objects the store shows are the same after
+// the death as before it: a killed upload leaves no object, whole or half.
+func testBuildFault(t *testing.T, redisDB int, point string, blob int) {
 	skipShortLocally(t)
 	t.Parallel()
 	c := startCluster(t, redisDB)
@@ -48,10 +53,21 @@ func testBuildFault(t *testing.T, redisDB int, point string) {
 	w1, w2 := c.proc("worker1"), c.proc("worker2")
 	w2.Kill()
 	w1.Restart(point)
+	if blob > 0 {
+		b := make([]byte, blob)
+		_, _ = crand.Read(b)
+		if err := os.WriteFile(filepath.Join(g.dir, "blob.bin"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := c.objectKeys()
 	id := g.push("main", g.commit("main"))
 	w1.WaitDied(2 * time.Minute)
 	died := time.Now()
 	t.Logf("worker1 died at %s in the build of deployment %s", point, id)
+	if after := c.objectKeys(); !slices.Equal(after, before) {
+		t.Errorf("invariant: the store holds %v after the death at %s, %v before it", after, point, before)
+	}
 	w2.Start("") // another worker carries on
 	w1.Start("") // and the dead one comes back
 	settled := c.checkInvariants([]string{first, id}, g.AgentID+"/"+registry.Production)
@@ -59,11 +75,46 @@ func testBuildFault(t *testing.T, redisDB int, point string) {
 	if d := settled[id]; d.Status != registry.StatusReady || !d.IsActive {
 		t.Errorf("deployment %s after the fault = %+v; want ready and active (the newest push of production)", id, d)
 	}
+	if blob > 0 {
+		// The bundle went up in several 64 KiB chunks of the upload's signed stream: more than
+		// one of them had been sent when the point passed at half of it.
+		var d registry.Deployment
+		if err := c.db.Where("id = ?", id).Take(&d).Error; err != nil {
+			t.Fatal(err)
+		}
+		info, err := c.objects.Stat(t.Context(), d.BundleKey)
+		if err != nil || info.Size < 256<<10 {
+			t.Fatalf("the bundle %s: %+v, %v; want one of more than 256 KiB", d.BundleKey, info, err)
+		}
+		t.Logf("the bundle is %d bytes; the first upload was killed with more than %d of them read into it", info.Size, info.Size/2)
+	}
 }
 
-func TestFaultWorkerDiesInFetch(t *testing.T)    { testBuildFault(t, 11, "build.fetch") }
-func TestFaultWorkerDiesInUpload(t *testing.T)   { testBuildFault(t, 12, "build.upload") }
-func TestFaultWorkerDiesInActivate(t *testing.T) { testBuildFault(t, 13, "build.activate") }
+func TestFaultWorkerDiesInFetch(t *testing.T)    { testBuildFault(t, 11, "build.fetch", 0) }
+func TestFaultWorkerDiesInUpload(t *testing.T)   { testBuildFault(t, 12, "build.upload", 0) }
+func TestFaultWorkerDiesInActivate(t *testing.T) { testBuildFault(t, 13, "build.activate", 0) }
+
+// TestFaultWorkerDiesMidUpload: the worker dies with half of a 1 MiB bundle sent to S3 (the
+// upload streams it in 64 KiB signed chunks, several of them on the wire when the point passes).
+// Nothing of it is visible in the store; the other worker builds the same bundle again, ready
+// and active, its digest matching its content.
+func TestFaultWorkerDiesMidUpload(t *testing.T) {
+	testBuildFault(t, 8, "build.upload.body", 1<<20)
+}
+
+// objectKeys lists every object of the cluster's store, with its size.
+func (c *cluster) objectKeys() []string {
+	c.t.Helper()
+	infos, err := c.objects.List(c.t.Context(), "")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out []string
+	for _, i := range infos {
+		out = append(out, fmt.Sprintf("%s (%d bytes)", i.Key, i.Size))
+	}
+	return out
+}
 
 // waitServed waits until every live runner serves deployID at the agent's persistent URL.
 func (c *cluster) waitServed(g *gitAgent, deployID string) {
