@@ -251,8 +251,10 @@ func TestFaultRunnerDiesInChatStream(t *testing.T) {
 			case !strings.HasPrefix("echo: "+long, next.Content):
 				t.Errorf("the interrupted answer %q: want the start of what was streamed, %q", next.Content, "echo: "+long)
 			default:
-				// A turn stores its streamed text every turn.CheckpointEvery (1 s): the echo
-				// model's turn died well within its first second, so nothing may be kept.
+				// A turn stores its streamed text first at a delta turn.FirstCheckpoint
+				// (200 ms) into it: the echo model's turn died within its first milliseconds,
+				// so nothing may be kept (runner/runtime's TestTurnKilledInItsFirstSecondKeepsItsText
+				// has a turn that dies later in its first second).
 				t.Logf("the interrupted answer kept %d of the %d bytes streamed in the whole turn", len(next.Content), len("echo: "+long))
 			}
 		}
