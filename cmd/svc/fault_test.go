@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
 	"svc/registry"
 )
 
@@ -23,8 +26,8 @@ import (
 // moments through the fault points of package faults, then the invariants checked over the API
 // and the database (cluster.checkInvariants).
 //
-// Each test has its own cluster, Postgres database and Redis database (8 and 10 to 15; scaleout
-// uses 7, durable 9). They run locally unless -short, and always in CI.
+// Each test has its own cluster, Postgres database and Redis database (6, 8 and 10 to 15;
+// scaleout uses 7, durable 9). They run locally unless -short, and always in CI.
 //
 // The waits for a build whose worker was killed are generous (3 minutes): asynq takes the task
 // back only once its lease expired (30 s, checked every minute), until its lease is shortened
@@ -39,9 +42,9 @@ func skipShortLocally(t *testing.T) {
 
 // testBuildFault: a worker armed at point dies in the build of a push (the other worker is down
 // until then); both workers start again, the build ends ready and active, and the invariants
-// hold. With blob > 0 the pushed commit adds a file of blob random (incompressible) bytes, so
-// that the bundle goes up in many pieces; and the objects the store shows are the same after
-// the death as before it: a killed upload leaves no object, whole or half.
+// hold, and the objects the store shows are the same after the death as before it: a killed
+// upload leaves no object, whole or half. With blob > 0 the pushed commit adds blob random
+// (incompressible) bytes in files, so that the bundle goes up in many pieces.
 func testBuildFault(t *testing.T, redisDB int, point string, blob int) {
 	skipShortLocally(t)
 	t.Parallel()
@@ -53,10 +56,10 @@ func testBuildFault(t *testing.T, redisDB int, point string, blob int) {
 	w1, w2 := c.proc("worker1"), c.proc("worker2")
 	w2.Kill()
 	w1.Restart(point)
-	if blob > 0 {
-		b := make([]byte, blob)
+	for i := 0; i*blobFile < blob; i++ { // files of at most blobFile bytes, under the 5 MiB a file
+		b := make([]byte, min(blobFile, blob-i*blobFile))
 		_, _ = crand.Read(b)
-		if err := os.WriteFile(filepath.Join(g.dir, "blob.bin"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(g.dir, fmt.Sprintf("blob%d.bin", i)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,6 +71,13 @@ func testBuildFault(t *testing.T, redisDB int, point string, blob int) {
 	if after := c.objectKeys(); !slices.Equal(after, before) {
 		t.Errorf("invariant: the store holds %v after the death at %s, %v before it", after, point, before)
 	}
+	if blob > 5<<20 { // a multipart upload: its first 5 MiB part went up before the death
+		if ups := c.incompleteUploads(); len(ups) != 1 {
+			t.Errorf("incomplete multipart uploads after the death: %v; want the killed one", ups)
+		} else {
+			t.Logf("the killed upload is left incomplete on the server, never an object: %s", ups[0])
+		}
+	}
 	w2.Start("") // another worker carries on
 	w1.Start("") // and the dead one comes back
 	settled := c.checkInvariants([]string{first, id}, g.AgentID+"/"+registry.Production)
@@ -76,15 +86,15 @@ func testBuildFault(t *testing.T, redisDB int, point string, blob int) {
 		t.Errorf("deployment %s after the fault = %+v; want ready and active (the newest push of production)", id, d)
 	}
 	if blob > 0 {
-		// The bundle went up in several 64 KiB chunks of the upload's signed stream: more than
-		// one of them had been sent when the point passed at half of it.
+		// The bundle went up in pieces (64 KiB chunks of the upload's signed stream, or 5 MiB
+		// parts): the first ones had been sent when the point passed at half of it.
 		var d registry.Deployment
 		if err := c.db.Where("id = ?", id).Take(&d).Error; err != nil {
 			t.Fatal(err)
 		}
 		info, err := c.objects.Stat(t.Context(), d.BundleKey)
-		if err != nil || info.Size < 256<<10 {
-			t.Fatalf("the bundle %s: %+v, %v; want one of more than 256 KiB", d.BundleKey, info, err)
+		if err != nil || info.Size < int64(blob) {
+			t.Fatalf("the bundle %s: %+v, %v; want one of more than %d bytes", d.BundleKey, info, err, blob)
 		}
 		t.Logf("the bundle is %d bytes; the first upload was killed with more than %d of them read into it", info.Size, info.Size/2)
 	}
@@ -100,6 +110,35 @@ func TestFaultWorkerDiesInActivate(t *testing.T) { testBuildFault(t, 13, "build.
 // and active, its digest matching its content.
 func TestFaultWorkerDiesMidUpload(t *testing.T) {
 	testBuildFault(t, 8, "build.upload.body", 1<<20)
+}
+
+// TestFaultWorkerDiesMidMultipartUpload: the same with a 12 MiB bundle, which goes up as a
+// multipart upload of 5 MiB parts, one part at a time: the worker dies reading the second part,
+// the first one stored on the server. The upload stays incomplete, no object; the other worker
+// uploads the bundle whole.
+func TestFaultWorkerDiesMidMultipartUpload(t *testing.T) {
+	testBuildFault(t, 6, "build.upload.body", 12<<20)
+}
+
+// blobFile is the largest file testBuildFault adds to make a bundle of blob bytes.
+const blobFile = 4 << 20
+
+// incompleteUploads lists the multipart uploads of the cluster's bucket begun and never
+// completed or aborted.
+func (c *cluster) incompleteUploads() []string {
+	c.t.Helper()
+	client, err := minio.New(c.s3.Endpoint, &minio.Options{Creds: credentials.NewStaticV4(c.s3.AccessKey, c.s3.SecretKey, ""), Secure: c.s3.UseSSL, Region: c.s3.Region})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var out []string
+	for u := range client.ListIncompleteUploads(c.t.Context(), c.s3.Bucket, "", true) {
+		if u.Err != nil {
+			c.t.Fatal(u.Err)
+		}
+		out = append(out, fmt.Sprintf("%s (upload %s, begun %s)", u.Key, u.UploadID, u.Initiated.Format(time.TimeOnly)))
+	}
+	return out
 }
 
 // objectKeys lists every object of the cluster's store, with its size.
