@@ -148,7 +148,9 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 		case err != nil && !errors.Is(err, registry.ErrNotFound):
 			return fmt.Errorf("stat bundle %s: %w", res.BundleKey, err)
 		}
-		if err := obj.Put(ctx, res.BundleKey, bytes.NewReader(data), res.BundleSize); err != nil {
+		// build.upload.body: a fault point in the middle of the upload, the first half sent.
+		body := faults.Reader("build.upload.body", bytes.NewReader(data), res.BundleSize)
+		if err := obj.Put(ctx, res.BundleKey, body, res.BundleSize); err != nil {
 			return fmt.Errorf("upload bundle %s: %w", res.BundleKey, err)
 		}
 		res.Uploaded = true

@@ -4,12 +4,16 @@
 // a testing-only setting; unset (always, in production) a point costs one string comparison.
 //
 // The points: build.fetch (a build's fetch has started), build.upload (the bundle is packed,
-// not yet uploaded), build.activate (the build is done, its deployment not yet recorded and
-// activated), chat.stream (a text delta of a streaming turn was sent), promote.copy (a
-// promotion checks and shares the bundle object, before the new deployment is recorded).
+// not yet uploaded), build.upload.body (in the middle of the bundle's upload: the object store
+// has read more than half of the bundle, and sent what it read; see Reader. The pack before it
+// is done in memory, so a death while packing leaves no more behind than one at build.upload),
+// build.activate (the build is done, its deployment not yet recorded and activated),
+// chat.stream (a text delta of a streaming turn was sent), promote.copy (a promotion checks and
+// shares the bundle object, before the new deployment is recorded).
 package faults
 
 import (
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -45,4 +49,33 @@ func Point(name string) {
 	if passes.Add(1) == nth {
 		die()
 	}
+}
+
+// Reader returns r when SVC_FAULT does not name the point name (always, in production: r itself,
+// so nothing changes), and otherwise a reader of r that passes Point(name) once, at the first Read
+// after more than half of size bytes were read: a point in the middle of whatever consumes r,
+// such as an upload that sends the bytes as it reads them.
+func Reader(name string, r io.Reader, size int64) io.Reader {
+	if armed == "" || armed != name {
+		return r
+	}
+	return &halfReader{name: name, r: r, half: size / 2}
+}
+
+// halfReader passes its point once more than half bytes were read.
+type halfReader struct {
+	name       string
+	r          io.Reader
+	half, read int64
+	passed     bool
+}
+
+func (h *halfReader) Read(p []byte) (int, error) {
+	if !h.passed && h.read > h.half {
+		h.passed = true
+		Point(h.name)
+	}
+	n, err := h.r.Read(p)
+	h.read += int64(n)
+	return n, err
 }

@@ -1,8 +1,10 @@
 package faults
 
 import (
+	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -38,6 +40,30 @@ func TestPointKills(t *testing.T) {
 	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		t.Logf("child ended: %v", ee)
+	}
+}
+
+// TestReaderKills runs this test binary as a child armed at "r": it copies ten bytes, one byte a
+// Read, through Reader and dies at the Read after the sixth byte (more than half of ten).
+func TestReaderKills(t *testing.T) {
+	if os.Getenv("FAULTS_TEST_CHILD") == "1" {
+		r := Reader("r", strings.NewReader("0123456789"), 10)
+		b := make([]byte, 1)
+		for {
+			if _, err := r.Read(b); err != nil {
+				return
+			}
+			os.Stdout.Write(b)
+		}
+	}
+	if r := strings.NewReader("x"); Reader("r", r, 1) != io.Reader(r) {
+		t.Fatal("an unarmed Reader is not the reader itself")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReaderKills$")
+	cmd.Env = append(os.Environ(), "FAULTS_TEST_CHILD=1", Env+"=r")
+	out, err := cmd.Output()
+	if err == nil || string(out) != "012345" {
+		t.Fatalf("child: %v, output %q; want it killed after six bytes", err, out)
 	}
 }
 

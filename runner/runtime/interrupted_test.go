@@ -104,3 +104,54 @@ func TestStreamingTurnCheckpoints(t *testing.T) {
 		t.Errorf("after the turn: %+v, %v", got.State, err)
 	}
 }
+
+// A turn whose process dies in its first second keeps what it streamed (issue 16): its first
+// checkpoint comes at its first text delta after turn.FirstCheckpoint, not a whole
+// turn.CheckpointEvery in. The model streams a word every 100 ms; half a second into the turn
+// the store holds the session as a crash would leave it (running, with the streamed text), and a
+// restarted process's sweep (turn.RecoverInterrupted, on a copy of that row in a store of its own)
+// ends it with that text as an interrupted answer.
+func TestTurnKilledInItsFirstSecondKeepsItsText(t *testing.T) {
+	store := dbstore.New(dbtest.SQLite(t))
+	words := strings.Fields("Once upon a time there was a runner that died young and a store that remembered")
+	var text []string
+	for _, w := range words {
+		text = append(text, w+" ")
+	}
+	model := modelstest.NewOpenAIServer(t, modelstest.Turn{Text: text, Delay: 100 * time.Millisecond})
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Sessions: store, SharedStore: true, Models: openaiModels(model), DefaultModel: agent.ModelRef{Provider: "openai", Model: "m"}})
+	began := time.Now()
+	s := e.open(t, map[string]any{"message": "a story", "session_id": "ses_young"})
+	time.Sleep(500*time.Millisecond - time.Since(began))
+	crashed, err := store.Load(context.Background(), "ses_young") // what the store holds if the process dies now
+	at := time.Since(began)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.until("done")
+	if at >= turn.CheckpointEvery {
+		t.Skipf("the store was read %s into the turn, not within its first second (a loaded machine)", at)
+	}
+	full := strings.Join(text, "")
+	if crashed.Status != sessions.StatusRunning || crashed.State.Partial == "" || !strings.HasPrefix(full, crashed.State.Partial) {
+		t.Fatalf("%s into the turn the store holds status %s, partial %q; want running, with the start of %q", at, crashed.Status, crashed.State.Partial, full)
+	}
+	t.Logf("%s into the turn the store holds %q", at.Round(time.Millisecond), crashed.State.Partial)
+
+	// A restarted process finds the session as the dead one left it.
+	after := dbstore.New(dbtest.SQLite(t))
+	if err := after.Save(context.Background(), crashed, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := turn.RecoverInterrupted(context.Background(), after, &memstore.Locks{}, time.Now); err != nil || n != 1 {
+		t.Fatalf("recovered %d, %v; want 1", n, err)
+	}
+	got, err := after.Load(context.Background(), "ses_young")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := got.Messages[len(got.Messages)-1]
+	if got.Status != sessions.StatusIdle || last.Role != models.RoleAssistant || !last.Interrupted || last.Content != crashed.State.Partial {
+		t.Errorf("after the sweep: status %s, last message %+v; want idle and %q interrupted", got.Status, last, crashed.State.Partial)
+	}
+}

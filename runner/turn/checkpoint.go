@@ -13,18 +13,34 @@ import (
 )
 
 // CheckpointEvery is how often a streaming turn stores the text it has streamed so far
-// (sessions.State.Partial), so that the death of its process loses at most that much of it. A
-// turn that ends sooner stores nothing extra.
+// (sessions.State.Partial), so that the death of its process loses at most that much of it.
 const CheckpointEvery = time.Second
 
-// checkpointSink passes frames on and stores the turn's streamed text every CheckpointEvery.
+// FirstCheckpoint is how long into a turn its first checkpoint comes: at the first text delta
+// once the turn has run that long, then every CheckpointEvery. A turn killed in its first second
+// keeps what it streamed until its last delta after FirstCheckpoint; a turn that ends sooner (an
+// echo turn, a short answer) stores nothing extra, so the delay is what keeps short turns at one
+// write.
+const FirstCheckpoint = 200 * time.Millisecond
+
+// checkpointSink passes frames on and stores the turn's streamed text at its first text delta
+// FirstCheckpoint after start, then at the first one each CheckpointEvery after the last store.
 type checkpointSink struct {
 	next  loop.Sink
 	t     *Turn
 	ctx   context.Context
+	start time.Time // the turn's start
 	mu    sync.Mutex
 	text  strings.Builder
-	saved time.Time
+	saved time.Time // the last store; zero before the first
+}
+
+// due reports whether a text delta at now is to be stored.
+func (c *checkpointSink) due(now time.Time) bool {
+	if c.saved.IsZero() {
+		return now.Sub(c.start) >= FirstCheckpoint
+	}
+	return now.Sub(c.saved) >= CheckpointEvery
 }
 
 // Emit implements loop.Sink.
@@ -37,7 +53,7 @@ func (c *checkpointSink) Emit(f *sse.Frame) error {
 	c.mu.Lock()
 	c.text.WriteString(f.Content)
 	var partial string
-	if now := time.Now(); now.Sub(c.saved) >= CheckpointEvery {
+	if now := time.Now(); c.text.Len() > 0 && c.due(now) {
 		c.saved, partial = now, c.text.String()
 	}
 	c.mu.Unlock()

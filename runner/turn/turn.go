@@ -241,7 +241,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 		timing = &timingSink{next: sink, start: time.Now()}
 		sink = timing
 	}
-	sink = &checkpointSink{next: sink, t: t, ctx: ctx, saved: time.Now()}
+	sink = &checkpointSink{next: sink, t: t, ctx: ctx, start: time.Now()}
 	_ = sink.Emit(&sse.Frame{Type: sse.TypeInit, SessionID: t.l.ID}) // a gone client cancels ctx through the sink
 	if t.redacted != "" {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeInputRedacted, Text: t.redacted})
