@@ -102,16 +102,7 @@ func newPushAgent(t *testing.T, git *gitServer, name, admin string, api, agents 
 // call calls the platform API with the admin token and decodes the answer into out.
 func (a *pushAgent) call(t *testing.T, method, path string, body any, hdr map[string]string, out any) int {
 	t.Helper()
-	var rd io.Reader = http.NoBody
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, a.api()+path, rd)
+	req, err := http.NewRequestWithContext(t.Context(), method, a.api()+path, requestBody(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -324,16 +323,7 @@ func (p *proc) showLogs() {
 
 // do calls the platform API through the front (the next api process) with the admin token.
 func (c *cluster) do(ctx context.Context, method, path string, body any, hdr map[string]string, out any) (int, error) {
-	var rd io.Reader = http.NoBody
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.next("api")+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.next("api")+path, requestBody(body))
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -64,20 +65,23 @@ func startPlatformAt(tb testing.TB, dataDir string) *benchPlatform {
 
 var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 
+// requestBody is a test request's body: nothing, raw bytes, or anything else as JSON.
+func requestBody(body any) io.Reader {
+	switch b := body.(type) {
+	case nil:
+		return http.NoBody
+	case []byte:
+		return bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		return bytes.NewReader(j)
+	}
+}
+
 // call makes a platform call and decodes the answer into out (when not nil).
 func (p *benchPlatform) call(tb testing.TB, method, path string, body any, hdr map[string]string, out any) int {
 	tb.Helper()
-	var rd *bytes.Reader
-	switch b := body.(type) {
-	case nil:
-		rd = bytes.NewReader(nil)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
-	}
-	req, _ := http.NewRequest(method, p.url+path, rd)
+	req, _ := http.NewRequest(method, p.url+path, requestBody(body))
 	req.Header.Set("Authorization", "Bearer "+p.token)
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
