@@ -35,9 +35,6 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// TestScaleOut runs the three roles as separate servers on Postgres, Redis (asynq) and a real
-// S3 server: a signed push of the support-desk fixture builds on the worker, serves on the
-// runner, and production follows autoPromoteProduction.
 // scaleOutFlags gives the roles of a scale-out test their services: a fresh Postgres database,
 // Redis database db of its own (emptied first) and the test S3 server; it returns the flags every
 // role takes (admin is the bootstrap admin token), the database's URL and a client of the Redis
@@ -55,8 +52,10 @@ func scaleOutFlags(t *testing.T, db int, admin string) (common []string, dbURL s
 	}, dbURL, rdb
 }
 
-// redisDatabase empties Redis database db of the test server (each test that runs roles has
-// its own) and returns a client of it, closed when t ends, and its URL.
+// redisDatabase claims Redis database db of the test server for t, empties it and returns a
+// client of it, closed when t ends, and its URL. Each test that runs roles has a database of its
+// own. The claim, a key in database 0 renewed while t runs, makes a test of another checkout on
+// the same machine that wants the same database wait for this one rather than empty it under it.
 func redisDatabase(t *testing.T, db int) (*redis.Client, string) {
 	t.Helper()
 	base := os.Getenv("SVC_TEST_REDIS_URL")
@@ -67,6 +66,7 @@ func redisDatabase(t *testing.T, db int) (*redis.Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	claimRedisDatabase(t, *opt, db)
 	opt.DB = db
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() }) // a failed close leaves nothing to undo
@@ -76,6 +76,96 @@ func redisDatabase(t *testing.T, db int) (*redis.Client, string) {
 	return rdb, fmt.Sprintf("redis://%s/%d", opt.Addr, db)
 }
 
+// claimRedisDatabase holds database db for t: it waits (up to 10 minutes) while another test
+// run holds it, then keeps the claim alive until t's cleanups end. A killed test run's claim
+// lapses within 30 s.
+func claimRedisDatabase(t *testing.T, opt redis.Options, db int) {
+	t.Helper()
+	const ttl = 30 * time.Second
+	opt.DB = 0
+	c := redis.NewClient(&opt)
+	key := fmt.Sprintf("svc-test:claim:redis-db:%d", db)
+	owner := fmt.Sprintf("pid %d, %s", os.Getpid(), t.Name())
+	ctx := context.Background()
+	for deadline := time.Now().Add(10 * time.Minute); ; {
+		ok, err := c.SetNX(ctx, key, owner, ttl).Result()
+		if err != nil {
+			_ = c.Close()
+			dbtest.Missing(t, "Redis at "+opt.Addr, err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			holder := c.Get(ctx, key).Val()
+			_ = c.Close()
+			t.Fatalf("Redis database %d is still claimed by another test run (key %s in database 0: %s)", db, key, holder)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				c.Expire(ctx, key, ttl)
+			}
+		}
+	}()
+	t.Cleanup(func() { // registered first, so it runs after the roles' cleanups
+		close(stop)
+		<-done
+		if c.Get(ctx, key).Val() == owner {
+			c.Del(ctx, key)
+		}
+		_ = c.Close()
+	})
+}
+
+// TestRedisDatabaseClaim: two tests that want the same Redis database hold it one after the
+// other, and neither empties it under the other.
+func TestRedisDatabaseClaim(t *testing.T) {
+	const db = 5
+	var mu sync.Mutex
+	var spans [][2]time.Time
+	t.Run("group", func(t *testing.T) {
+		for _, name := range []string{"first", "second"} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				rdb, _ := redisDatabase(t, db)
+				from := time.Now()
+				if err := rdb.Set(t.Context(), "holder", name, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(300 * time.Millisecond)
+				if got := rdb.Get(t.Context(), "holder").Val(); got != name {
+					t.Errorf("the database was emptied or taken while %s held it (holder %q)", name, got)
+				}
+				t.Cleanup(func() { // runs before the claim's own cleanup releases it
+					mu.Lock()
+					spans = append(spans, [2]time.Time{from, time.Now()})
+					mu.Unlock()
+				})
+			})
+		}
+	})
+	if len(spans) != 2 {
+		t.Fatalf("%d holds recorded", len(spans))
+	}
+	a, b := spans[0], spans[1]
+	if a[0].Before(b[1]) && b[0].Before(a[1]) {
+		t.Errorf("the two holds overlap: %v and %v", a, b)
+	}
+}
+
+// TestScaleOut runs the three roles as separate servers on Postgres, Redis (asynq) and a real
+// S3 server: a signed push of the support-desk fixture builds on the worker, serves on the
+// runner, and production follows autoPromoteProduction.
 func TestScaleOut(t *testing.T) {
 	const admin = "pk_scaleout_admin_token_0123456789"
 	common, dbURL, _ := scaleOutFlags(t, 7, admin)
