@@ -42,8 +42,9 @@ func skipShortLocally(t *testing.T) {
 
 // testBuildFault: a worker armed at point dies in the build of a push (the other worker is down
 // until then); both workers start again, the build ends ready and active, and the invariants
-// hold; a death before the bundle's upload completed leaves the store's objects as they were:
-// a killed upload leaves no object, whole or half. With blob > 0 the pushed commit adds blob random
+// hold; a death before the bundle's upload completed leaves the store's bundles as they were:
+// a killed upload leaves no object, whole or half. The tree svc api stored for the build is gone
+// once the build ends. With blob > 0 the pushed commit adds blob random
 // (incompressible) bytes in files, so that the bundle goes up in many pieces.
 func testBuildFault(t *testing.T, redisDB int, point string, blob int) {
 	skipShortLocally(t)
@@ -63,14 +64,14 @@ func testBuildFault(t *testing.T, redisDB int, point string, blob int) {
 			t.Fatal(err)
 		}
 	}
-	before := c.objectKeys()
+	before := c.objectKeys(false)
 	id := g.push("main", g.commit("main"))
 	w1.WaitDied(2 * time.Minute)
 	died := time.Now()
 	t.Logf("worker1 died at %s in the build of deployment %s", point, id)
 	// A death before the upload completed leaves the store as it was. At build.activate the
 	// bundle is stored already, whole: checkDigests reads it once the deployment refers to it.
-	if after := c.objectKeys(); point != "build.activate" && !slices.Equal(after, before) {
+	if after := c.objectKeys(false); point != "build.activate" && !slices.Equal(after, before) {
 		t.Errorf("invariant: the store holds %v after the death at %s, %v before it", after, point, before)
 	}
 	if blob > 5<<20 { // a multipart upload: its first 5 MiB part went up before the death
@@ -83,6 +84,7 @@ func testBuildFault(t *testing.T, redisDB int, point string, blob int) {
 	w2.Start("") // another worker carries on
 	w1.Start("") // and the dead one comes back
 	settled := c.checkInvariants([]string{first, id}, g.AgentID+"/"+registry.Production)
+	c.waitTreesGone(10 * time.Second)
 	t.Logf("the build interrupted at %s ended %s %s after its worker died", point, settled[id].Status, time.Since(died).Round(100*time.Millisecond))
 	if d := settled[id]; d.Status != registry.StatusReady || !d.IsActive {
 		t.Errorf("deployment %s after the fault = %+v; want ready and active (the newest push of production)", id, d)
@@ -143,8 +145,9 @@ func (c *cluster) incompleteUploads() []string {
 	return out
 }
 
-// objectKeys lists every object of the cluster's store, with its size.
-func (c *cluster) objectKeys() []string {
+// objectKeys lists the store's bundles (key and size), or with trees the pushed commits' trees
+// that svc api stores for their builds (commits/...), which live until their build ends.
+func (c *cluster) objectKeys(trees bool) []string {
 	c.t.Helper()
 	infos, err := c.objects.List(c.t.Context(), "")
 	if err != nil {
@@ -152,9 +155,29 @@ func (c *cluster) objectKeys() []string {
 	}
 	var out []string
 	for _, i := range infos {
-		out = append(out, fmt.Sprintf("%s (%d bytes)", i.Key, i.Size))
+		if strings.HasPrefix(i.Key, "commits/") == trees {
+			out = append(out, fmt.Sprintf("%s (%d bytes)", i.Key, i.Size))
+		}
 	}
 	return out
+}
+
+// waitTreesGone waits until no pushed commit's tree is left in the store: each is deleted when
+// its build ends (just after its deployment is recorded).
+func (c *cluster) waitTreesGone(within time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		left := c.objectKeys(true)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Errorf("invariant: the stored trees %v outlive their builds", left)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitServed waits until every live runner serves deployID at the agent's persistent URL.

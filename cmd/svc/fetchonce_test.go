@@ -205,7 +205,7 @@ func TestPushServingScaleOutBench(t *testing.T) {
 		t.Skip("a measurement: set SVC_BENCH_PUSH_SERVING to the number of pushes of each setup")
 	}
 	git := newGitServer(t)
-	c := startCluster(t, 6)
+	c := startCluster(t, 3)
 	up := startChild(t, t.TempDir())
 	sides := []struct {
 		name string
@@ -278,7 +278,7 @@ func TestPushServingScaleOutBench(t *testing.T) {
 // the build fetches the commit and says so in its log.
 func TestPushFetchesOnceScaleOut(t *testing.T) {
 	git := newGitServer(t)
-	c := startCluster(t, 8)
+	c := startCluster(t, 4)
 	a := newPushAgent(t, git, "repo", c.admin, func() string { return c.next("api") }, func() string { return c.next("runner") })
 	logs := registry.NewBuildLogs(c.db)
 	logOf := func(deployID string) string {
