@@ -87,11 +87,13 @@ type Batcher struct {
 	flushes []chan struct{}         // ForceFlush calls waiting for the next export round
 	stopped bool
 
-	full    chan struct{} // capacity 1: a batch is full, or a flush is asked for
-	stop    chan struct{}
-	done    chan struct{}
-	dropped atomic.Int64
-	once    sync.Once
+	full     chan struct{} // capacity 1: a batch is full, or a flush is asked for
+	stop     chan struct{}
+	done     chan struct{}
+	dropped  atomic.Int64
+	exported atomic.Int64 // spans in exports that succeeded
+	failed   atomic.Int64 // exports that failed
+	once     sync.Once
 }
 
 // NewBatcher starts the Batcher's goroutine; Shutdown ends it.
@@ -132,6 +134,12 @@ func (b *Batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 // Dropped is how many spans a full queue has dropped.
 func (b *Batcher) Dropped() int64 { return b.dropped.Load() }
 
+// Exported is how many spans went out in exports that succeeded.
+func (b *Batcher) Exported() int64 { return b.exported.Load() }
+
+// Failed is how many exports failed (after the exporter's own retries); their spans are lost.
+func (b *Batcher) Failed() int64 { return b.failed.Load() }
+
 func (b *Batcher) signal() {
 	select {
 	case b.full <- struct{}{}:
@@ -167,8 +175,13 @@ func (b *Batcher) exportAll() {
 		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ExportTimeout)
 		err := b.exp.ExportSpans(ctx, q[:n])
 		cancel()
-		if err != nil && b.Err != nil {
-			b.Err(err)
+		if err == nil {
+			b.exported.Add(int64(n))
+		} else {
+			b.failed.Add(1)
+			if b.Err != nil {
+				b.Err(err)
+			}
 		}
 		clear(q[:n]) // the spans may go
 		q = q[n:]

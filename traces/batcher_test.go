@@ -2,6 +2,7 @@ package traces_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -129,7 +130,36 @@ func TestBatcherDropsOverTheQueueAndSkipsUnsampled(t *testing.T) {
 	if len(names) != 10 {
 		t.Errorf("exported %d spans, want 10: %v", len(names), names)
 	}
+	if b.Exported() != 10 || b.Failed() != 0 {
+		t.Errorf("Exported %d, Failed %d; want 10 and 0", b.Exported(), b.Failed())
+	}
 }
+
+// TestBatcherCountsFailedExports: a failed export counts once, its spans are not exported, and
+// the error goes to Err.
+func TestBatcherCountsFailedExports(t *testing.T) {
+	var got []error
+	var mu sync.Mutex
+	b := traces.NewBatcher(failingExporter{}, traces.BatchConfig{ScheduleDelay: time.Hour, ExportTimeout: time.Second, MaxQueueSize: 10, MaxExportBatchSize: 10})
+	b.Err = func(err error) { mu.Lock(); got = append(got, err); mu.Unlock() }
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
+	endSpans(tp, 3, "lost")
+	if err := tp.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if b.Failed() != 1 || b.Exported() != 0 || len(got) != 1 {
+		t.Errorf("Failed %d, Exported %d, errors %v; want 1, 0 and one error", b.Failed(), b.Exported(), got)
+	}
+}
+
+type failingExporter struct{}
+
+func (failingExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error {
+	return errors.New("receiver down")
+}
+func (failingExporter) Shutdown(context.Context) error { return nil }
 
 type blockingExporter struct {
 	*memExporter

@@ -61,7 +61,7 @@ func devCommand() *cobra.Command {
 			}
 			o.DefaultModel = m
 		}
-		tracer, shutdown, err := newTracer(cmd.Context(), "dev")
+		tracer, shutdown, err := newTracer(cmd.Context(), "dev", nil)
 		if err != nil {
 			return err
 		}

@@ -209,7 +209,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	if p.buildMetrics, err = workers.NewBuildMetrics(p.metrics); err != nil {
 		return nil, err
 	}
-	tracer, shutdown, err := newTracer(ctx, "platform")
+	tracer, shutdown, err := newTracer(ctx, "platform", p.metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -136,12 +138,52 @@ func TestPlatformTracesABuild(t *testing.T) {
 		got := fmt.Sprint(spans)
 		mu.Unlock()
 		if done {
-			return
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("spans of trace %s: want %v; received %s", traceID, want, got)
 		}
 	}
+	// The platform's /metrics counts the spans it exported.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m := scrapeCounters(t, p.url+"/metrics")
+		if m["svc_trace_spans_exported_total"] >= float64(len(want)) {
+			if _, ok := m["svc_trace_spans_dropped_total"]; !ok {
+				t.Error("/metrics has no svc_trace_spans_dropped_total")
+			}
+			if _, ok := m["svc_trace_export_failures_total"]; !ok {
+				t.Error("/metrics has no svc_trace_export_failures_total")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("svc_trace_spans_exported_total = %v; want at least %d", m["svc_trace_spans_exported_total"], len(want))
+		}
+	}
+}
+
+// scrapeCounters reads the counters of a Prometheus /metrics page, summed over their labels.
+func scrapeCounters(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("%s does not parse: %v", url, err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				out[name] += c.GetValue()
+			}
+		}
+	}
+	return out
 }
 
 // Log lines written with a traced context carry its trace_id.
