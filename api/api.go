@@ -110,6 +110,10 @@ type Route struct {
 	Response any
 	// ResponseType is the media type of a success body that is not JSON ("text/plain").
 	ResponseType string
+	// Query, when not nil, is every query parameter the route takes: before the handler runs, a
+	// request with another one, or with one given twice or over 1,024 characters long, is
+	// refused with 400 naming it (checkQuery), and the OpenAPI document lists them.
+	Query []QueryParam
 	// Errors lists further error codes the route answers with, for OpenAPI (the codes of
 	// authentication, path parameters and bodies are listed without it).
 	Errors []errcode.Code
@@ -190,7 +194,16 @@ func (a *API) Handle(r Route) {
 	if r.Need != "" {
 		handlers = append(handlers, a.authenticate(r.Need, r.Agent))
 	}
-	handlers = append(handlers, a.wrap(r.Handle))
+	handle := r.Handle
+	if r.Query != nil {
+		handle = func(c *gin.Context) error {
+			if err := checkQuery(c, r.Query); err != nil {
+				return err
+			}
+			return r.Handle(c)
+		}
+	}
+	handlers = append(handlers, a.wrap(handle))
 	a.engine.Handle(r.Method, r.Path, handlers...)
 	a.routes = append(a.routes, r)
 }

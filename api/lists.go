@@ -1,8 +1,8 @@
 package api
 
 import (
+	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -10,30 +10,100 @@ import (
 	"svc/registry"
 )
 
-// feedbackListResponse is GET /api/agents/{id}/feedback.
-type feedbackListResponse struct {
-	Feedback []registry.Feedback `json:"feedback"`
-}
+// The query parameters of the agent's lists (sessions, feedback, runs). Each route declares its
+// set in Route.Query, which refuses any other parameter.
+var (
+	userIDParam = QueryParam{Name: "userId", Doc: "only items whose metadata key userId has this value"}
+	screenParam = QueryParam{Name: "screen", Doc: "only items whose metadata key screen has this value"}
+	limitParam  = QueryParam{Name: "limit", Type: "integer", Doc: "items per page, 1..500 (default 100)"}
+	beforeParam = QueryParam{Name: "before", Doc: "the `next` of the previous page: the items after it, newest first; " +
+		"give the same filters (a cursor of another list or agent is refused)"}
+
+	sessionListParams  = []QueryParam{userIDParam, screenParam, limitParam, beforeParam}
+	feedbackListParams = []QueryParam{userIDParam, screenParam, limitParam, beforeParam}
+	runListParams      = []QueryParam{userIDParam, screenParam,
+		{Name: "session", Doc: "only the runs of this session"},
+		{Name: "deployment", Doc: "only the runs of this deployment"},
+		limitParam, beforeParam}
+)
 
 // sessionListResponse is GET /api/agents/{id}/sessions.
 type sessionListResponse struct {
 	Sessions []registry.SessionSummary `json:"sessions"`
+	Next     string                    `json:"next,omitempty" doc:"the cursor of the next page, for ?before=; present only when more items may follow"`
+}
+
+// feedbackListResponse is GET /api/agents/{id}/feedback.
+type feedbackListResponse struct {
+	Feedback []registry.Feedback `json:"feedback"`
+	Next     string              `json:"next,omitempty" doc:"the cursor of the next page, for ?before=; present only when more items may follow"`
+}
+
+// runListResponse is GET /api/agents/{id}/runs.
+type runListResponse struct {
+	Runs []registry.Run `json:"runs"`
+	Next string         `json:"next,omitempty" doc:"the cursor of the next page, for ?before=; present only when more items may follow"`
 }
 
 // listSessions serves GET /api/agents/{id}/sessions: the agent's chat sessions across its
-// deployments, filtered by the metadata keys userId and screen.
+// deployments, a page at a time, filtered by the metadata keys userId and screen.
 func (a *API) listSessions(c *gin.Context) error {
 	ag, _ := AgentFrom(c)
-	limit, err := listLimit(c)
+	limit, before, err := listPage(c)
 	if err != nil {
 		return err
 	}
-	q := registry.SessionQuery{Limit: limit, Metadata: metadataFilter(c)}
-	ss, err := a.deps.Stores.Sessions.List(c.Request.Context(), ag.ID, q)
+	q := registry.SessionQuery{Limit: limit, Before: before, Metadata: metadataFilter(c)}
+	ss, next, err := a.deps.Stores.Sessions.Page(c.Request.Context(), ag.ID, q)
+	if err != nil {
+		return pageError(err)
+	}
+	return writeJSON(c, http.StatusOK, sessionListResponse{Sessions: ss, Next: next.String()})
+}
+
+// listFeedback serves GET /api/agents/{id}/feedback: the ratings users gave the agent's turns
+// (POST /feedback on its runtime), a page at a time, filtered by the metadata keys userId and
+// screen.
+func (a *API) listFeedback(c *gin.Context) error {
+	ag, _ := AgentFrom(c)
+	limit, before, err := listPage(c)
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, sessionListResponse{Sessions: ss})
+	q := registry.FeedbackQuery{UserKey: c.Query("userId"), Screen: c.Query("screen"), Limit: limit, Before: before}
+	fs, next, err := a.deps.Stores.Feedback.Page(c.Request.Context(), ag.ID, q)
+	if err != nil {
+		return pageError(err)
+	}
+	return writeJSON(c, http.StatusOK, feedbackListResponse{Feedback: fs, Next: next.String()})
+}
+
+// listRuns serves GET /api/agents/{id}/runs: the agent's chat turns as its runtimes recorded
+// them, a page at a time, filtered by the metadata keys userId and screen, by session and by
+// deployment.
+func (a *API) listRuns(c *gin.Context) error {
+	ag, _ := AgentFrom(c)
+	limit, before, err := listPage(c)
+	if err != nil {
+		return err
+	}
+	q := registry.RunQuery{UserKey: c.Query("userId"), Screen: c.Query("screen"), SessionID: c.Query("session"),
+		DeployID: c.Query("deployment"), Limit: limit, Before: before}
+	rs, next, err := a.deps.Stores.Runs.Page(c.Request.Context(), ag.ID, q)
+	if err != nil {
+		return pageError(err)
+	}
+	return writeJSON(c, http.StatusOK, runListResponse{Runs: rs, Next: next.String()})
+}
+
+// getRun serves GET /api/agents/{id}/runs/{runId}.
+func (a *API) getRun(c *gin.Context) error {
+	ag, _ := AgentFrom(c)
+	r, err := a.deps.Stores.Runs.Get(c.Request.Context(), ag.ID, c.Param("runId"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, r)
 }
 
 // metadataFilter is the ?userId= and ?screen= of a list: the metadata keys of spec 2.6.
@@ -47,83 +117,31 @@ func metadataFilter(c *gin.Context) map[string]string {
 	return m
 }
 
-// listLimit is the ?limit= of a list: 1..500, 0 when absent.
-func listLimit(c *gin.Context) (int, error) {
-	v := c.Query("limit")
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > 500 {
-		return 0, InvalidField("limit", "must be a whole number from 1 to 500, got %q", v)
-	}
-	return n, nil
-}
-
-// listFeedback serves GET /api/agents/{id}/feedback: the ratings users gave the agent's turns
-// (POST /feedback on its runtime), filtered by the metadata keys userId and screen.
-func (a *API) listFeedback(c *gin.Context) error {
-	ag, _ := AgentFrom(c)
-	limit, err := listLimit(c)
-	if err != nil {
-		return err
-	}
-	q := registry.FeedbackQuery{UserKey: c.Query("userId"), Screen: c.Query("screen"), Limit: limit}
-	fs, err := a.deps.Stores.Feedback.List(c.Request.Context(), ag.ID, q)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, feedbackListResponse{Feedback: fs})
-}
-
-// runListResponse is GET /api/agents/{id}/runs.
-type runListResponse struct {
-	Runs []registry.Run `json:"runs"`
-}
-
-// runFilters are the query parameters of GET /api/agents/{id}/runs besides limit: each names
-// the run field it matches.
-var runFilters = []string{"userId", "screen", "session", "deployment"}
-
-// maxFilterLen bounds a filter's value: a metadata value is at most 1,024 characters.
-const maxFilterLen = 1024
-
-// listRuns serves GET /api/agents/{id}/runs: the agent's chat turns as its runtimes recorded
-// them, newest first, filtered by the metadata keys userId and screen, by session and by
-// deployment. A parameter it does not know is refused, so that a misspelt filter never
-// silently lists every run.
-func (a *API) listRuns(c *gin.Context) error {
-	ag, _ := AgentFrom(c)
-	for k, vs := range c.Request.URL.Query() {
-		if k != "limit" && !slices.Contains(runFilters, k) {
-			return InvalidField(k, "is not a filter of runs; use userId, screen, session, deployment or limit")
+// listPage is the ?limit= (1..500, 0 when absent) and the ?before= (the zero Cursor when
+// absent) of a list.
+func listPage(c *gin.Context) (int, registry.Cursor, error) {
+	limit := 0
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return 0, registry.Cursor{}, InvalidField("limit", "must be a whole number from 1 to 500, got %q", v)
 		}
-		if len(vs) > 1 {
-			return InvalidField(k, "is given %d times; give it once", len(vs))
-		}
-		if len(vs[0]) > maxFilterLen {
-			return InvalidField(k, "is %d characters long; at most %d", len(vs[0]), maxFilterLen)
+		limit = n
+	}
+	var before registry.Cursor
+	if v := c.Query("before"); v != "" {
+		var err error
+		if before, err = registry.ParseCursor(v); err != nil {
+			return 0, registry.Cursor{}, pageError(err)
 		}
 	}
-	limit, err := listLimit(c)
-	if err != nil {
-		return err
-	}
-	q := registry.RunQuery{UserKey: c.Query("userId"), Screen: c.Query("screen"), SessionID: c.Query("session"),
-		DeployID: c.Query("deployment"), Limit: limit}
-	rs, err := a.deps.Stores.Runs.List(c.Request.Context(), ag.ID, q)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, runListResponse{Runs: rs})
+	return limit, before, nil
 }
 
-// getRun serves GET /api/agents/{id}/runs/{runId}.
-func (a *API) getRun(c *gin.Context) error {
-	ag, _ := AgentFrom(c)
-	r, err := a.deps.Stores.Runs.Get(c.Request.Context(), ag.ID, c.Param("runId"))
-	if err != nil {
-		return err
+// pageError names ?before= in a list's error about its cursor.
+func pageError(err error) error {
+	if errors.Is(err, registry.ErrBadCursor) {
+		return InvalidField("before", "is not a cursor of this list; give the next of one of its pages")
 	}
-	return writeJSON(c, http.StatusOK, r)
+	return err
 }

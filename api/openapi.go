@@ -104,6 +104,14 @@ func operation(r Route) map[string]any {
 			params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
 	}
+	for _, q := range r.Query {
+		typ := q.Type
+		if typ == "" {
+			typ = "string"
+		}
+		params = append(params, map[string]any{"name": q.Name, "in": "query", "required": false, "description": q.Doc,
+			"schema": map[string]any{"type": typ}})
+	}
 	if params != nil {
 		op["parameters"] = params
 	}

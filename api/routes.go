@@ -79,14 +79,18 @@ func (a *API) agentRoutes() []Route {
 		{Method: http.MethodPost, Path: "/api/agents/:id/commit-statuses", Need: auth.Operator, Agent: true, Summary: "Report a commit status",
 			Request: commitStatusRequest{}, Status: http.StatusCreated, Response: commitStatusResponse{}, Handle: a.addCommitStatus},
 		{Method: http.MethodGet, Path: "/api/agents/:id/sessions", Need: auth.Observer, Agent: true,
-			Summary:  "List the agent's chat sessions, newest first, without their history (?userId=, ?screen= filter on those metadata keys; ?limit= 1..500, default 100)",
-			Response: sessionListResponse{}, Handle: a.listSessions},
+			Summary: "List the agent's chat sessions, newest first (by updatedAt, then id), without their history, a page at a time " +
+				"(?userId=, ?screen= filter on those metadata keys; ?limit= 1..500, default 100; ?before= the previous page's next)",
+			Query: sessionListParams, Response: sessionListResponse{}, Handle: a.listSessions},
 		{Method: http.MethodGet, Path: "/api/agents/:id/feedback", Need: auth.Observer, Agent: true,
-			Summary:  "List the feedback on the agent's turns, newest first (?userId=, ?screen= filter on those metadata keys; ?limit= 1..500, default 100)",
-			Response: feedbackListResponse{}, Handle: a.listFeedback},
+			Summary: "List the feedback on the agent's turns, newest first (by createdAt, then id), a page at a time " +
+				"(?userId=, ?screen= filter on those metadata keys; ?limit= 1..500, default 100; ?before= the previous page's next)",
+			Query: feedbackListParams, Response: feedbackListResponse{}, Handle: a.listFeedback},
 		{Method: http.MethodGet, Path: "/api/agents/:id/runs", Need: auth.Observer, Agent: true,
-			Summary:  "List the agent's runs (chat turns, eval turns included), newest first (?userId=, ?screen= filter on those metadata keys, ?session=, ?deployment= on the run's session and deployment; ?limit= 1..500, default 100)",
-			Response: runListResponse{}, Handle: a.listRuns},
+			Summary: "List the agent's runs (chat turns, eval turns included), newest first (by startedAt, then id), a page at a time " +
+				"(?userId=, ?screen= filter on those metadata keys, ?session=, ?deployment= on the run's session and deployment; " +
+				"?limit= 1..500, default 100; ?before= the previous page's next)",
+			Query: runListParams, Response: runListResponse{}, Handle: a.listRuns},
 		{Method: http.MethodGet, Path: "/api/agents/:id/runs/:runId", Need: auth.Observer, Agent: true, Summary: "Get one run of the agent",
 			Response: registry.Run{}, Handle: a.getRun},
 		{Method: http.MethodPost, Path: "/api/agents/:id/tokens", Need: auth.Operator, Agent: true, Summary: "Mint a runtime token for chatting with the agent",

@@ -29,7 +29,8 @@ type Feedback struct {
 type FeedbackQuery struct {
 	UserKey string
 	Screen  string
-	Limit   int // 1..500; 0 means 100
+	Limit   int    // 1..500; 0 means 100
+	Before  Cursor // the page after this cursor (of this list and agent); the zero Cursor for the first page
 }
 
 type feedbackRow struct {
@@ -75,12 +76,17 @@ func (s *FeedbackStore) Add(ctx context.Context, f Feedback) (Feedback, error) {
 	return f, nil
 }
 
-// List returns an agent's feedback that q selects, newest first.
+// List is Page without the next cursor: the first page of the agent's feedback that q selects,
+// or the page after q.Before.
 func (s *FeedbackStore) List(ctx context.Context, agentID string, q FeedbackQuery) ([]Feedback, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	items, _, err := s.Page(ctx, agentID, q)
+	return items, err
+}
+
+// Page returns a page of an agent's feedback that q selects, newest (by creation, then by id)
+// first, and the cursor of the next page: the zero Cursor when this page is the last. A
+// q.Before of another list or agent is ErrBadCursor.
+func (s *FeedbackStore) Page(ctx context.Context, agentID string, q FeedbackQuery) ([]Feedback, Cursor, error) {
 	tx := s.db.WithContext(ctx).Where("agent_id = ?", agentID)
 	if q.UserKey != "" {
 		tx = tx.Where("user_key = ?", q.UserKey)
@@ -88,21 +94,26 @@ func (s *FeedbackStore) List(ctx context.Context, agentID string, q FeedbackQuer
 	if q.Screen != "" {
 		tx = tx.Where("screen = ?", q.Screen)
 	}
+	tx, err := wherePage(tx, CursorFeedback, agentID, "created_at", q.Before, q.Limit)
+	if err != nil {
+		return nil, Cursor{}, err
+	}
 	var rows []feedbackRow
-	if err := tx.Order("created_at DESC, id DESC").Limit(min(limit, 500)).Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("list feedback: %w", err)
+	if err := tx.Find(&rows).Error; err != nil {
+		return nil, Cursor{}, fmt.Errorf("list feedback: %w", err)
 	}
 	out := make([]Feedback, 0, len(rows))
 	for _, r := range rows {
 		f := Feedback{ID: r.ID, AgentID: r.AgentID, SessionID: r.SessionID, TraceID: r.TraceID, Rating: r.Rating,
 			Comment: r.Comment, UserID: r.UserID, CreatedAt: r.CreatedAt.UTC()}
 		if err := json.Unmarshal([]byte(r.Metadata), &f.Metadata); err != nil {
-			return nil, fmt.Errorf("list feedback %s: metadata: %w", r.ID, err)
+			return nil, Cursor{}, fmt.Errorf("list feedback %s: metadata: %w", r.ID, err)
 		}
 		if f.Metadata == nil {
 			f.Metadata = map[string]string{}
 		}
 		out = append(out, f)
 	}
-	return out, nil
+	out, next := nextCursor(out, CursorFeedback, agentID, q.Limit, func(f *Feedback) (time.Time, string) { return f.CreatedAt, f.ID })
+	return out, next, nil
 }

@@ -59,3 +59,24 @@ func TestFeedback(t *testing.T) {
 		}
 	})
 }
+
+// The feedback list pages by (createdAt, id), newest first.
+func TestFeedbackPages(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		s := registry.NewFeedback(db)
+		testPages(t, registry.CursorFeedback, func(base time.Time, it pageItem) {
+			f := registry.Feedback{ID: it.id, AgentID: it.agent, Rating: "up", Metadata: map[string]string{"userId": it.user}, CreatedAt: base.Add(it.at)}
+			if _, err := s.Add(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}, func(agent, user string, before registry.Cursor, limit int) ([]string, registry.Cursor, error) {
+			fs, next, err := s.Page(ctx, agent, registry.FeedbackQuery{UserKey: user, Before: before, Limit: limit})
+			var ids []string
+			for _, f := range fs {
+				ids = append(ids, f.ID)
+			}
+			return ids, next, err
+		})
+	})
+}

@@ -49,7 +49,8 @@ type RunQuery struct {
 	Screen    string
 	SessionID string
 	DeployID  string
-	Limit     int // 1..500; 0 means 100
+	Limit     int    // 1..500; 0 means 100
+	Before    Cursor // the page after this cursor (of this list and agent); the zero Cursor for the first page
 }
 
 type runRow struct {
@@ -69,31 +70,41 @@ type Runs struct{ db *gorm.DB }
 // NewRuns returns the run reader over db.
 func NewRuns(db *gorm.DB) *Runs { return &Runs{db: db} }
 
-// List returns an agent's runs that q selects, newest (by start) first.
+// List is Page without the next cursor: the first page of the agent's runs that q selects,
+// or the page after q.Before.
 func (s *Runs) List(ctx context.Context, agentID string, q RunQuery) ([]Run, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	items, _, err := s.Page(ctx, agentID, q)
+	return items, err
+}
+
+// Page returns a page of an agent's runs that q selects, newest (by start, then by id) first,
+// and the cursor of the next page: the zero Cursor when this page is the last. A q.Before of
+// another list or agent is ErrBadCursor.
+func (s *Runs) Page(ctx context.Context, agentID string, q RunQuery) ([]Run, Cursor, error) {
 	tx := s.db.WithContext(ctx).Table("runs").Select(runColumns).Where("agent_id = ?", agentID)
 	for _, f := range [...]struct{ col, v string }{{"user_key", q.UserKey}, {"screen", q.Screen}, {"session_id", q.SessionID}, {"deploy_id", q.DeployID}} {
 		if f.v != "" {
 			tx = tx.Where(f.col+" = ?", f.v)
 		}
 	}
+	tx, err := wherePage(tx, CursorRuns, agentID, "started_at", q.Before, q.Limit)
+	if err != nil {
+		return nil, Cursor{}, err
+	}
 	var rows []runRow
-	if err := tx.Order("started_at DESC, id DESC").Limit(min(limit, 500)).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+	if err := tx.Scan(&rows).Error; err != nil {
+		return nil, Cursor{}, fmt.Errorf("list runs: %w", err)
 	}
 	out := make([]Run, 0, len(rows))
 	for i := range rows {
 		r, err := rows[i].run()
 		if err != nil {
-			return nil, err
+			return nil, Cursor{}, err
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	out, next := nextCursor(out, CursorRuns, agentID, q.Limit, func(r *Run) (time.Time, string) { return r.StartedAt, r.ID })
+	return out, next, nil
 }
 
 // Get returns the agent's run id, or ErrRunNotFound.

@@ -122,3 +122,27 @@ func TestRuns(t *testing.T) {
 		}
 	})
 }
+
+// The runs list pages by (startedAt, id), newest first.
+func TestRunPages(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		store, runs := dbstore.New(db), registry.NewRuns(db)
+		testPages(t, registry.CursorRuns, func(base time.Time, it pageItem) {
+			at := base.Add(it.at)
+			s := &sessions.Session{ID: "s_" + it.id, AgentID: it.agent, Status: sessions.StatusIdle, CreatedAt: at, UpdatedAt: at}
+			r := sessions.Run{ID: it.id, AgentID: it.agent, SessionID: s.ID, Kind: sessions.RunChat, Reason: "model_stop",
+				Metadata: map[string]string{"userId": it.user}, StartedAt: at, EndedAt: at.Add(time.Second)}
+			if err := store.SaveRun(ctx, s, 0, &r); err != nil {
+				t.Fatal(err)
+			}
+		}, func(agent, user string, before registry.Cursor, limit int) ([]string, registry.Cursor, error) {
+			rs, next, err := runs.Page(ctx, agent, registry.RunQuery{UserKey: user, Before: before, Limit: limit})
+			var ids []string
+			for _, r := range rs {
+				ids = append(ids, r.ID)
+			}
+			return ids, next, err
+		})
+	})
+}

@@ -30,10 +30,12 @@ type SessionSummary struct {
 
 // SessionQuery selects an agent's sessions: those whose metadata has each key of Metadata with
 // its value (the keys userId and screen of spec 2.6), newest first, at most Limit (1..500; 0
-// means 100).
+// means 100), after the cursor Before (of this list and agent; the zero Cursor for the first
+// page).
 type SessionQuery struct {
 	Metadata map[string]string
 	Limit    int
+	Before   Cursor
 }
 
 type sessionSummaryRow struct {
@@ -49,21 +51,31 @@ type Sessions struct{ db *gorm.DB }
 // NewSessions returns the session reader over db.
 func NewSessions(db *gorm.DB) *Sessions { return &Sessions{db: db} }
 
-// List returns an agent's sessions that q selects.
+// List is Page without the next cursor: the first page of the agent's sessions that q selects,
+// or the page after q.Before.
 func (s *Sessions) List(ctx context.Context, agentID string, q SessionQuery) ([]SessionSummary, error) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	items, _, err := s.Page(ctx, agentID, q)
+	return items, err
+}
+
+// Page returns a page of an agent's sessions that q selects, newest (by last update, then by
+// id) first, and the cursor of the next page: the zero Cursor when this page is the last. A
+// q.Before of another list or agent is ErrBadCursor. A session updated while a client pages
+// moves ahead of its cursor: it is not in later pages (and never twice), but on a new first page.
+func (s *Sessions) Page(ctx context.Context, agentID string, q SessionQuery) ([]SessionSummary, Cursor, error) {
 	tx := s.db.WithContext(ctx).Table("sessions").
 		Select("id, agent_id, agent, scope_id, owner, deploy_id, title, status, metadata, tokens_used, created_at, updated_at").
 		Where("agent_id = ?", agentID)
 	for k, v := range q.Metadata {
 		tx = migrations.WhereJSONKey(tx, "metadata", k, v)
 	}
+	tx, err := wherePage(tx, CursorSessions, agentID, "updated_at", q.Before, q.Limit)
+	if err != nil {
+		return nil, Cursor{}, err
+	}
 	var rows []sessionSummaryRow
-	if err := tx.Order("updated_at DESC, id").Limit(min(limit, 500)).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+	if err := tx.Scan(&rows).Error; err != nil {
+		return nil, Cursor{}, fmt.Errorf("list sessions: %w", err)
 	}
 	out := make([]SessionSummary, 0, len(rows))
 	for _, r := range rows {
@@ -74,5 +86,6 @@ func (s *Sessions) List(ctx context.Context, agentID string, q SessionQuery) ([]
 		}
 		out = append(out, ss)
 	}
-	return out, nil
+	out, next := nextCursor(out, CursorSessions, agentID, q.Limit, func(s *SessionSummary) (time.Time, string) { return s.UpdatedAt, s.ID })
+	return out, next, nil
 }

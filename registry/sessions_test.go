@@ -53,3 +53,29 @@ func TestSessions(t *testing.T) {
 		}
 	})
 }
+
+// The sessions list pages by (updatedAt, id), newest first.
+func TestSessionPages(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		store, list := dbstore.New(db), registry.NewSessions(db)
+		testPages(t, registry.CursorSessions, func(base time.Time, it pageItem) {
+			s := &sessions.Session{ID: it.id, AgentID: it.agent, Status: sessions.StatusIdle, Metadata: map[string]string{"userId": it.user},
+				CreatedAt: base, UpdatedAt: base.Add(it.at)}
+			if err := store.Save(ctx, s, 0); err != nil {
+				t.Fatal(err)
+			}
+		}, func(agent, user string, before registry.Cursor, limit int) ([]string, registry.Cursor, error) {
+			q := registry.SessionQuery{Before: before, Limit: limit, Metadata: map[string]string{}}
+			if user != "" {
+				q.Metadata["userId"] = user
+			}
+			ss, next, err := list.Page(ctx, agent, q)
+			var ids []string
+			for _, s := range ss {
+				ids = append(ids, s.ID)
+			}
+			return ids, next, err
+		})
+	})
+}
