@@ -155,6 +155,23 @@ func Up(ctx context.Context, db *gorm.DB) error {
 	return nil
 }
 
+// DownTo rolls db back to version, newest migration first: each migration's Down section.
+// Every migration has one, and a test runs them; svc itself only migrates up.
+func DownTo(ctx context.Context, db *gorm.DB, version int64) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return fmt.Errorf("migrate down: %w", err)
+	}
+	p, err := provider(db, sqlDB)
+	if err != nil {
+		return err
+	}
+	if _, err := p.DownTo(ctx, version); err != nil {
+		return fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	return nil
+}
+
 // Version reports the newest applied migration version.
 func Version(ctx context.Context, db *gorm.DB) (int64, error) {
 	sqlDB, err := db.DB()

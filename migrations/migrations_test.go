@@ -46,6 +46,30 @@ func TestSchemaOnBothDialects(t *testing.T) {
 	})
 }
 
+// TestDownAndUpAgain: the newest migrations' Down sections undo them (on Postgres, 00014 builds
+// and drops its indexes CONCURRENTLY, outside a transaction), and Up applies them again.
+func TestDownAndUpAgain(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		latest, err := migrations.Version(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := migrations.DownTo(ctx, db, 11); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := migrations.Version(ctx, db); err != nil || v != 11 {
+			t.Fatalf("after DownTo(11): version %d, %v", v, err)
+		}
+		if err := migrations.Up(ctx, db); err != nil {
+			t.Fatalf("Up after Down: %v", err)
+		}
+		if v, err := migrations.Version(ctx, db); err != nil || v != latest {
+			t.Fatalf("after Up: version %d, %v; want %d", v, err, latest)
+		}
+	})
+}
+
 func TestOpenRejectsBadURL(t *testing.T) {
 	if _, err := migrations.Open(context.Background(), ""); !errors.Is(err, migrations.ErrBadURL) {
 		t.Fatalf("Open(\"\") err = %v, want ErrBadURL", err)
