@@ -40,6 +40,7 @@ type Config struct {
 	LogLevel           string
 	BuildConcurrency   int
 	QueuePollInterval  time.Duration
+	MetricsAddr        string
 	RuntimeIdleMinutes int
 	SessionStorageMB   int64
 	AgentStorageMB     int64
@@ -103,6 +104,16 @@ func settings() []setting {
 				}
 				c.QueuePollInterval = d
 				return err
+			}},
+		{flag: "metrics-addr", env: "SVC_METRICS_ADDR", def: "", help: "listen address of svc worker's GET /metrics and GET /health (empty: none; the other roles serve them on their own address)",
+			bind: func(c *Config, v string) error {
+				if v != "" {
+					if _, _, err := net.SplitHostPort(v); err != nil {
+						return fmt.Errorf("must be host:port, such as 127.0.0.1:9090: %w", err)
+					}
+				}
+				c.MetricsAddr = v
+				return nil
 			}},
 		{flag: "runtime-idle-minutes", env: "SVC_RUNTIME_IDLE_MINUTES", def: "30", help: "idle minutes before a live session is evicted from memory", bind: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)

@@ -47,3 +47,39 @@ func TestQueuePollIntervalSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsAddrSetting: SVC_METRICS_ADDR is empty by default (svc worker serves no metrics)
+// and takes host:port; another value fails with the setting's name.
+func TestMetricsAddrSetting(t *testing.T) {
+	t.Setenv("SVC_METRICS_ADDR", "")
+	if err := os.Unsetenv("SVC_METRICS_ADDR"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		value, want string
+		wantErr     bool
+	}{
+		{"", "", false},
+		{"127.0.0.1:9090", "127.0.0.1:9090", false},
+		{":9090", ":9090", false},
+		{"9090", "", true},
+		{"http://127.0.0.1:9090", "", true},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
+			addFlags(fs)
+			if tt.value != "" {
+				if err := fs.Set("metrics-addr", tt.value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, err := loadConfig(fs)
+			switch {
+			case tt.wantErr && (err == nil || !strings.Contains(err.Error(), "SVC_METRICS_ADDR")):
+				t.Errorf("loadConfig = %v, want an error naming SVC_METRICS_ADDR", err)
+			case !tt.wantErr && (err != nil || cfg.MetricsAddr != tt.want):
+				t.Errorf("MetricsAddr = %q, %v; want %q", cfg.MetricsAddr, err, tt.want)
+			}
+		})
+	}
+}

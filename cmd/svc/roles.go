@@ -299,7 +299,29 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 	}
 	defer router.Close()
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
-	return runGroup(ctx, func(ctx context.Context) error { return p.runQueue(ctx, nil, router) }, p.revocations.Run)
+	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, router) }, p.revocations.Run}
+	if cfg.MetricsAddr != "" {
+		// A worker has no HTTP side of its own: its build, queue and durable metrics are
+		// served here when asked for.
+		metrics := promhttp.HandlerFor(p.metrics, promhttp.HandlerOpts{})
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/metrics":
+				metrics.ServeHTTP(w, r)
+			case "/health":
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"status":"ok","role":"worker"}`)) // the client may be gone
+			default:
+				http.NotFound(w, r)
+			}
+		})
+		jobs = append(jobs, func(ctx context.Context) error {
+			return serve(ctx, cfg.MetricsAddr, h, func(addr net.Addr) {
+				fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker metrics on http://%s/metrics\n", version, addr)
+			}, nil)
+		})
+	}
+	return runGroup(ctx, jobs...)
 }
 
 func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {

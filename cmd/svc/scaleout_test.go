@@ -169,7 +169,7 @@ func TestRedisDatabaseClaim(t *testing.T) {
 func TestScaleOut(t *testing.T) {
 	const admin = "pk_scaleout_admin_token_0123456789"
 	common, dbURL, _ := scaleOutFlags(t, 7, admin)
-	apiAddr, runnerAddr := freeAddr(t), freeAddr(t)
+	apiAddr, runnerAddr, workerMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -182,7 +182,7 @@ func TestScaleOut(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		append([]string{"api", "--addr", apiAddr}, common...),
-		append([]string{"worker"}, common...),
+		append([]string{"worker", "--metrics-addr", workerMetrics}, common...),
 		append([]string{"runner", "--addr", runnerAddr}, common...),
 	} {
 		wg.Go(func() {
@@ -193,6 +193,7 @@ func TestScaleOut(t *testing.T) {
 	}
 	waitHealthy(t, "http://"+apiAddr+"/health")
 	waitHealthy(t, "http://"+runnerAddr+"/health")
+	waitHealthy(t, "http://"+workerMetrics+"/health")
 	p := &benchPlatform{url: "http://" + apiAddr, token: admin}
 
 	// A real repository with the support-desk fixture, and a feature branch. Its stores live in
@@ -251,6 +252,10 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("preview deployment = %v", d)
 	}
 	previewID := out["deployId"].(string)
+	// The worker, which has no HTTP side of its own, serves its metrics on --metrics-addr.
+	if m := scrapeCounters(t, "http://"+workerMetrics+"/metrics"); m["svc_builds_total"] < 1 {
+		t.Errorf("the worker's svc_builds_total = %v after a build; want at least 1", m["svc_builds_total"])
+	}
 
 	// 2. Production without autoPromoteProduction: ready, not active; the persistent URL has nothing.
 	status, out = push("main", mainCommit)
