@@ -109,7 +109,7 @@ func NewBatcher(exp sdktrace.SpanExporter, cfg BatchConfig) *Batcher {
 // OnStart does nothing.
 func (b *Batcher) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 
-// OnEnd queues a sampled span; a full queue drops it (Dropped counts them).
+// OnEnd queues a sampled span; a full queue, or a shut-down Batcher, drops it (Dropped counts them).
 func (b *Batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
@@ -131,7 +131,7 @@ func (b *Batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 }
 
-// Dropped is how many spans a full queue has dropped.
+// Dropped is how many spans were dropped: the queue was full, or the Batcher shut down.
 func (b *Batcher) Dropped() int64 { return b.dropped.Load() }
 
 // Exported is how many spans went out in exports that succeeded.
