@@ -75,7 +75,7 @@ func TestComposeMatchesHarness(t *testing.T) {
 		// The command, with the listen address as the harness gives it.
 		addr := ""
 		for i, a := range s.Command {
-			if a == "--addr" && i+1 < len(s.Command) {
+			if (a == "--addr" || a == "--metrics-addr") && i+1 < len(s.Command) {
 				addr = s.Command[i+1]
 			}
 		}
@@ -122,12 +122,12 @@ func TestComposeMatchesHarness(t *testing.T) {
 	}
 }
 
-// normalAddr returns args with the value of --addr, which differs between compose and the
-// harness, replaced by ADDR.
+// normalAddr returns args with the value of --addr (a worker's --metrics-addr), which differs
+// between compose and the harness, replaced by ADDR.
 func normalAddr(args []string, addr string) []string {
 	out := slices.Clone(args)
 	for i := range out {
-		if out[i] == addr && i > 0 && out[i-1] == "--addr" {
+		if out[i] == addr && i > 0 && (out[i-1] == "--addr" || out[i-1] == "--metrics-addr") {
 			out[i] = "ADDR"
 		}
 	}

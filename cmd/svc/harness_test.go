@@ -47,7 +47,7 @@ var harnessRoles = []struct {
 // roleArgs is the command line of a role: the role, and the listen address of those that serve.
 func roleArgs(role, addr string) []string {
 	if role == "worker" {
-		return []string{"worker"}
+		return []string{"worker", "--metrics-addr", addr} // a worker listens only for /metrics and /health
 	}
 	return []string{role, "--addr", addr}
 }
@@ -134,10 +134,7 @@ func startCluster(t *testing.T, redisDB int) *cluster {
 	started := time.Now()
 	for _, r := range harnessRoles {
 		for i := 1; i <= r.n; i++ {
-			p := &proc{c: c, name: fmt.Sprintf("%s%d", r.role, i), role: r.role}
-			if r.role != "worker" {
-				p.addr = freeAddr(t)
-			}
+			p := &proc{c: c, name: fmt.Sprintf("%s%d", r.role, i), role: r.role, addr: freeAddr(t)}
 			c.procs = append(c.procs, p)
 			p.Start("")
 		}
@@ -206,7 +203,9 @@ func (p *proc) Start(fault string) {
 		logFile.Close()
 		close(done)
 	}()
-	if p.addr == "" {
+	if p.role == "worker" {
+		// A worker armed at a build's point may take a queued build and die before its
+		// /health answers: it counts as started at once, as before it had an address.
 		return
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
