@@ -131,13 +131,7 @@ func TestListPages(t *testing.T) {
 					"?screen=a&screen=b":                       "screen",
 					"?userId=" + strings.Repeat("u", 1025):     "userId",
 				} {
-					rec := h.do(request{method: http.MethodGet, path: base + query, token: observer})
-					var env errorEnvelope
-					decode(t, rec, &env)
-					if rec.Code != http.StatusBadRequest || env.Error.Code != "INVALID_REQUEST" || env.Error.Field != field ||
-						!strings.HasPrefix(env.Error.Message, field+": ") {
-						t.Errorf("%s%.60s = %d %s, want 400 INVALID_REQUEST naming %s", list.name, query, rec.Code, rec.Body, field)
-					}
+					wantInvalidField(t, h, base+query, observer, field)
 				}
 				// The cursor refused on agent A's list pages agent B's: its one item, at the cursor's
 				// time with a smaller id.
@@ -153,5 +147,18 @@ func decodeRaw(t *testing.T, raw json.RawMessage, out any) {
 	t.Helper()
 	if err := json.Unmarshal(raw, out); err != nil {
 		t.Fatalf("decode %s: %v", raw, err)
+	}
+}
+
+// wantInvalidField checks that GET path answers 400 INVALID_REQUEST naming field, in the
+// error's field and at the start of its message.
+func wantInvalidField(t *testing.T, h *harness, path, token, field string) {
+	t.Helper()
+	rec := h.do(request{method: http.MethodGet, path: path, token: token})
+	var env errorEnvelope
+	decode(t, rec, &env)
+	if rec.Code != http.StatusBadRequest || env.Error.Code != "INVALID_REQUEST" || env.Error.Field != field ||
+		!strings.HasPrefix(env.Error.Message, field+": ") {
+		t.Errorf("GET %.80s = %d %s, want 400 INVALID_REQUEST naming %s", path, rec.Code, rec.Body, field)
 	}
 }

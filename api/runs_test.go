@@ -84,13 +84,7 @@ func TestRunList(t *testing.T) {
 			"?screen=a&screen=b":                    "screen",
 			"?session=" + strings.Repeat("s", 1025): "session",
 		} {
-			rec := h.do(request{method: http.MethodGet, path: base + query, token: observer})
-			var env errorEnvelope
-			decode(t, rec, &env)
-			if rec.Code != http.StatusBadRequest || env.Error.Code != "INVALID_REQUEST" || env.Error.Field != field ||
-				!strings.HasPrefix(env.Error.Message, field+": ") {
-				t.Errorf("runs%.40s = %d %s, want 400 INVALID_REQUEST naming %s", query, rec.Code, rec.Body, field)
-			}
+			wantInvalidField(t, h, base+query, observer, field)
 		}
 
 		var one registry.Run
