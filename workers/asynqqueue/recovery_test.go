@@ -15,6 +15,7 @@ import (
 
 	"svc/workers"
 	"svc/workers/asynqqueue"
+	"svc/workers/queuetest"
 )
 
 // The recovery benchmark's worker processes.
@@ -40,7 +41,7 @@ func TestRecoveryHelper(t *testing.T) {
 	}
 	mux := workers.NewServeMux()
 	mux.HandleFunc(recoveryType, func(ctx context.Context, task workers.Task) error {
-		if err := appendLine(file, fmt.Sprintf("start %s %d %d", task.ID, workers.Attempt(ctx), os.Getpid())); err != nil {
+		if err := queuetest.AppendLine(file, fmt.Sprintf("start %s %d %d", task.ID, workers.Attempt(ctx), os.Getpid())); err != nil {
 			return err
 		}
 		if workers.Attempt(ctx) == 1 {
@@ -157,16 +158,4 @@ func waitStart(t *testing.T, file, id string, attempt int) int {
 	}
 	t.Fatalf("attempt %d of %s never started", attempt, id)
 	return 0
-}
-
-func appendLine(file, line string) error {
-	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(line + "\n"); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
 }

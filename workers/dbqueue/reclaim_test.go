@@ -17,6 +17,7 @@ import (
 	"svc/migrations/dbtest"
 	"svc/workers"
 	"svc/workers/dbqueue"
+	"svc/workers/queuetest"
 )
 
 // The reclaim helper: a worker process of one instance whose handler records its start and then
@@ -42,7 +43,7 @@ func TestReclaimHelper(t *testing.T) {
 	}
 	mux := workers.NewServeMux()
 	mux.HandleFunc(reclaimType, func(ctx context.Context, task workers.Task) error {
-		if err := appendLine(file, fmt.Sprintf("start %s %d", task.ID, workers.Attempt(ctx))); err != nil {
+		if err := queuetest.AppendLine(file, fmt.Sprintf("start %s %d", task.ID, workers.Attempt(ctx))); err != nil {
 			return err
 		}
 		<-ctx.Done() // the parent kills this process long before
@@ -107,7 +108,7 @@ func (c *child) kill() {
 func (c *child) waitLine(t *testing.T, file, line string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for !slices.Contains(readLines(t, file), line) {
+	for !slices.Contains(queuetest.ReadLines(t, file), line) {
 		select {
 		case <-c.done:
 			t.Fatalf("child exited before writing %q:\n%s", line, c.out.String())
@@ -117,27 +118,6 @@ func (c *child) waitLine(t *testing.T, file, line string) {
 			t.Fatalf("no %q within a minute; child output:\n%s", line, c.out.String())
 		}
 	}
-}
-
-func appendLine(file, line string) error {
-	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(line + "\n"); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func readLines(t *testing.T, file string) []string {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.FieldsFunc(string(b), func(r rune) bool { return r == '\n' })
 }
 
 // killAndRestart enqueues task id, lets a child of instance claim it, kills that child, starts a
@@ -211,7 +191,7 @@ func TestRestartTakesBackOwnClaims(t *testing.T) {
 			}
 			took := killAndRestart(t, addr, instance, file, "build-1", otherInstance)
 			t.Logf("the restarted process took the task back %v after the kill (lease %v)", took.Round(time.Millisecond), reclaimLease)
-			if got, want := readLines(t, file), []string{"start build-1 1", "start build-1 2"}; !slices.Equal(got, want) {
+			if got, want := queuetest.ReadLines(t, file), []string{"start build-1 1", "start build-1 2"}; !slices.Equal(got, want) {
 				t.Errorf("runs = %q, want %q", got, want)
 			}
 		})

@@ -41,7 +41,7 @@ func HelperProcess(t *testing.T, openQueue func(tb testing.TB, addr string, cfg 
 	q := openQueue(t, addr, baseConfig(t))
 	mux := workers.NewServeMux()
 	mux.HandleFunc(crashType, func(ctx context.Context, task workers.Task) error {
-		if err := appendLine(file, fmt.Sprintf("start %s %d", task.ID, workers.Attempt(ctx))); err != nil {
+		if err := AppendLine(file, fmt.Sprintf("start %s %d", task.ID, workers.Attempt(ctx))); err != nil {
 			return err
 		}
 		<-ctx.Done() // the parent kills this process long before
@@ -90,10 +90,10 @@ func testCrash(t *testing.T, h Harness, lastAttempt bool) {
 	mux := workers.NewServeMux()
 	l.handle(mux, crashType, func(ctx context.Context, task workers.Task) error {
 		attempt := workers.Attempt(ctx)
-		if err := appendLine(file, fmt.Sprintf("start %s %d", task.ID, attempt)); err != nil {
+		if err := AppendLine(file, fmt.Sprintf("start %s %d", task.ID, attempt)); err != nil {
 			return err
 		}
-		if err := appendLine(file, fmt.Sprintf("done %s %d", task.ID, attempt)); err != nil {
+		if err := AppendLine(file, fmt.Sprintf("done %s %d", task.ID, attempt)); err != nil {
 			return err
 		}
 		l.add("done")
@@ -109,7 +109,7 @@ func testCrash(t *testing.T, h Harness, lastAttempt bool) {
 	l.waitWithin(t, ev, 1, limit)
 	t.Logf("worker killed -> task %s in another worker after %v", ev, time.Since(killed).Round(time.Millisecond))
 	stop()
-	if got := readLines(t, file); !slices.Equal(got, want) {
+	if got := ReadLines(t, file); !slices.Equal(got, want) {
 		t.Errorf("runs = %q, want %q", got, want)
 	}
 	errs := l.failures("crash")
@@ -154,7 +154,7 @@ func startHelper(t *testing.T, addr, file string) *helper {
 func (h *helper) waitLine(t *testing.T, file, line string) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
-	for !slices.Contains(readLines(t, file), line) {
+	for !slices.Contains(ReadLines(t, file), line) {
 		select {
 		case <-h.exited:
 			t.Fatalf("helper process exited before %q (does the test package declare TestHelperProcess calling queuetest.HelperProcess?); output:\n%s", line, h.out.String())
@@ -180,8 +180,9 @@ func (h *helper) kill(t *testing.T) {
 	<-h.exited
 }
 
-// appendLine appends one line with a single write, so lines from two processes never interleave.
-func appendLine(file, line string) error {
+// AppendLine appends one line to file with a single write, so that the lines of two processes
+// never interleave: how a helper process reports what it did.
+func AppendLine(file, line string) error {
 	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("open event file: %w", err)
@@ -196,7 +197,8 @@ func appendLine(file, line string) error {
 	return nil
 }
 
-func readLines(t *testing.T, file string) []string {
+// ReadLines returns the lines of file.
+func ReadLines(t *testing.T, file string) []string {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
