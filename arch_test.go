@@ -100,7 +100,7 @@ func ruleOf(path string) string {
 
 // noHTTP lists the folders below the runtime's routes: a turn, the loop, the session stores and
 // the tools, stores and approvals know nothing of HTTP requests (models and connections make their own calls).
-var noHTTP = []string{"runner/turn", "runner/loop", "runner/sessions", "runner/tools", "runner/stores", "runner/approvals", "runner/handlers"}
+var noHTTP = []string{"runner/turn", "runner/loop", "runner/sessions", "runner/tools", "runner/stores", "runner/approvals", "runner/handlers", "runner/sandbox"}
 
 func TestImportBoundaries(t *testing.T) {
 	fset := token.NewFileSet()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"svc/runner/runtime"
+	"svc/runner/sandbox"
 
 	"github.com/spf13/pflag"
 )
@@ -47,6 +49,8 @@ type Config struct {
 	BodyMemoryMB       int64
 	ApprovalTimeout    time.Duration
 	HandlerTimeout     time.Duration
+	HandlerMemoryMB    int
+	HandlerProcs       int
 	EvalMaxTokens      int
 	PublicURL          string
 	AllowMetadata      bool
@@ -180,7 +184,26 @@ func settings() []setting {
 				c.HandlerTimeout = d
 				return err
 			}},
+		{flag: "handler-memory-mb", env: "SVC_HANDLER_MEMORY_MB", def: strconv.Itoa(sandbox.DefaultMemoryMB), help: "MiB one call of a tool of svc/tools may take in its sandbox worker before it is stopped (16 to 4096)",
+			bind: bounded(MinHandlerMemoryMB, MaxHandlerMemoryMB, func(c *Config) *int { return &c.HandlerMemoryMB })},
+		{flag: "handler-procs", env: "SVC_HANDLER_PROCS", def: strconv.Itoa(sandbox.DefaultMaxProcs), help: "sandbox worker processes that run calls of tools of svc/tools at once, per process (1 to 256); one agent holds at most half of them",
+			bind: bounded(1, 256, func(c *Config) *int { return &c.HandlerProcs })},
 	}
+}
+
+// Bounds of SVC_HANDLER_MEMORY_MB.
+const (
+	MinHandlerMemoryMB = 16
+	MaxHandlerMemoryMB = 4096
+)
+
+// newSandbox is the process's handler sandbox.
+func newSandbox(memoryMB, procs int, log *slog.Logger) (*sandbox.Pool, error) {
+	pool, err := sandbox.New(sandbox.Config{MemoryMB: memoryMB, MaxProcs: procs, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("handler sandbox: %w", err)
+	}
+	return pool, nil
 }
 
 // ParseHandlerTimeout reads SVC_HANDLER_TIMEOUT: a Go duration from 1s to 10m.

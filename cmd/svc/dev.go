@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"svc/runner/runtime"
+	"svc/runner/sandbox"
 )
 
 func devCommand() *cobra.Command {
@@ -54,6 +55,26 @@ func devCommand() *cobra.Command {
 			}
 			o.HandlerTimeout = d
 		}
+		memoryMB, procs := sandbox.DefaultMemoryMB, sandbox.DefaultMaxProcs
+		for _, s := range []struct {
+			env    string
+			lo, hi int
+			dst    *int
+		}{{"SVC_HANDLER_MEMORY_MB", MinHandlerMemoryMB, MaxHandlerMemoryMB, &memoryMB}, {"SVC_HANDLER_PROCS", 1, 256, &procs}} {
+			if v, ok := os.LookupEnv(s.env); ok {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < s.lo || n > s.hi {
+					return fmt.Errorf("setting %s = %q: must be a whole number from %d to %d", s.env, v, s.lo, s.hi)
+				}
+				*s.dst = n
+			}
+		}
+		pool, err := newSandbox(memoryMB, procs, log)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = pool.Close() }() // kills the workers; nothing to report
+		o.Sandbox = pool
 		if defaultModel != "" {
 			m, err := runtime.ParseModel(defaultModel)
 			if err != nil {

@@ -63,7 +63,7 @@ func (p *platform) runEvals(ctx context.Context, d registry.Deployment) (string,
 	rt, err := runtime.New(runtime.Options{
 		Agent: ag, AgentID: d.AgentID, DeployID: d.ID, Sessions: dbstore.New(p.db), SharedStore: true, Locker: &memstore.Locks{},
 		StoreBackend: backend, Models: models, Env: env, ApprovalTimeout: evalApprovalTimeout, Logger: p.log,
-		DefaultModel: p.defaultModel(),
+		DefaultModel: p.defaultModel(), HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox,
 	})
 	if err != nil {
 		_ = backend.Close()

@@ -12,12 +12,15 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"svc/runner/handlers"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
+	handlers.ServeSandbox() // a handler sandbox worker (package sandbox) serves and exits here
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRoot().ExecuteContext(ctx)
 	stop()

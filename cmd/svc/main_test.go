@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc/runner/handlers"
 )
 
 // envChildArgs, when set, makes the test binary act as the svc command: its value is the JSON
@@ -17,6 +19,7 @@ import (
 const envChildArgs = "SVC_TEST_CHILD_ARGS"
 
 func TestMain(m *testing.M) {
+	handlers.ServeSandbox() // this binary is the sandbox worker of the runtimes it starts
 	if raw, ok := os.LookupEnv(envChildArgs); ok {
 		os.Exit(runChild(raw))
 	}

@@ -25,6 +25,7 @@ import (
 	"svc/registry/s3objects"
 	"svc/runner"
 	"svc/runner/runtime"
+	"svc/runner/sandbox"
 	"svc/webhook"
 	"svc/workers"
 	"svc/workers/asynqqueue"
@@ -56,6 +57,8 @@ type platform struct {
 	buildMetrics *workers.BuildMetrics
 	// tracer exports the process's spans when OTEL_EXPORTER_OTLP_ENDPOINT is set; nil otherwise.
 	tracer trace.Tracer
+	// sandbox runs the handlers of every runtime of the process (runners, evals).
+	sandbox *sandbox.Pool
 }
 
 // newLogger builds the process logger: JSON unless the output is a terminal (or as configured).
@@ -222,6 +225,10 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	if err := workers.RegisterQueueMetrics(p.metrics, p.queue); err != nil {
 		return nil, err
 	}
+	if p.sandbox, err = newSandbox(cfg.HandlerMemoryMB, cfg.HandlerProcs, log); err != nil {
+		return nil, err
+	}
+	p.closers = append(p.closers, p.sandbox.Close)
 	return p, nil
 }
 

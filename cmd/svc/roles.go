@@ -156,7 +156,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
-				HandlerTimeout: p.cfg.HandlerTimeout, Durable: runs, Schedule: schedule, Elsewhere: elsewhere, Events: bus,
+				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Schedule: schedule, Elsewhere: elsewhere, Events: bus,
 				Feedback: p.stores.Feedback,
 				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:   runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,

@@ -1,63 +1,51 @@
-package handlers
+package handlers_test
 
 import (
+	"context"
 	"encoding/json"
-	"sync"
 	"testing"
-	"testing/fstest"
-
-	"github.com/dop251/goja"
 
 	"svc/agent"
+	"svc/agent/agenttest"
+	"svc/runner/handlers"
 	"svc/runner/tools"
 )
 
-// benchTool compiles a trivial async handler, as the build would.
-func benchTool(b *testing.B) *Tool {
-	b.Helper()
-	a, err := agent.Load(fstest.MapFS{
-		"svc.json":                  {Data: []byte(`{"name": "t", "version": "1"}`)},
-		"agents/default/AGENT.md":   {Data: []byte("# T\n\nBe brief.\n")},
-		"agents/default/agent.json": {Data: []byte(`{"name": "default"}`)},
-		"svc/tools/x/tool.json": {Data: []byte(`{"name": "x", "description": "d", ` +
-			`"parameters": {"type": "object", "properties": {"n": {"type": "number"}}}}`)},
-		"svc/tools/x/handler.ts": {Data: []byte("export default async function (p: {n: number}, ctx: any) {\n" +
-			"  await null;\n  return {n: p.n + 1};\n}\n")},
-	})
+// BenchmarkCall is one call of a trivial async handler as Call makes it: a round trip to a
+// warm sandbox worker, which runs it in a fresh runtime.
+func BenchmarkCall(b *testing.B) {
+	h := newTool(b, "export default async function (p: {n: number}, ctx: any) {\n  await null;\n  return {n: p.n + 1};\n}\n", handlers.Options{})
+	c := tools.Call{ID: "c", Arguments: json.RawMessage(`{"n": 1}`)}
+	benchCalls(b, h, c)
+}
+
+// BenchmarkCallTriage is one call of the support-desk fixture's triage handler, which calls a
+// store tool through ctx.callTool (a second round trip).
+func BenchmarkCallTriage(b *testing.B) {
+	a, err := agent.LoadDir(agenttest.Dir(b, "support-desk"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	t, err := New(a.Tools["x"], Options{})
+	set := &setTool{written: func() {}}
+	h, err := handlers.New(a.Tools["triage"], sandboxed(handlers.Options{
+		Children: func(string) (tools.Tool, error) { return set, nil },
+		Subagent: func(context.Context, string, string, json.RawMessage, []tools.Attachment, tools.Call) (string, error) {
+			return "yes", nil
+		}}))
 	if err != nil {
 		b.Fatal(err)
 	}
-	return t
+	benchCalls(b, h, tools.Call{ID: "c", Arguments: json.RawMessage(`{"customer_id": "c1", "subject": "refund please"}`)})
 }
 
-var benchCall = tools.Call{ID: "c", Arguments: json.RawMessage(`{"n": 1}`)}
-
-// BenchmarkCallFresh is one call as Call makes it: a fresh runtime.
-func BenchmarkCallFresh(b *testing.B) {
-	t := benchTool(b)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := t.Call(b.Context(), benchCall); err != nil {
-			b.Fatal(err)
-		}
+func benchCalls(b *testing.B, h *handlers.Tool, c tools.Call) {
+	if _, err := h.Call(b.Context(), c); err != nil { // the worker starts and compiles
+		b.Fatal(err)
 	}
-}
-
-// BenchmarkCallPooled is one call in a runtime reused from a sync.Pool, the alternative Call does
-// not take (see doc.go: a runtime cannot be reset between calls).
-func BenchmarkCallPooled(b *testing.B) {
-	t := benchTool(b)
-	pool := sync.Pool{New: func() any { return goja.New() }}
 	b.ReportAllocs()
 	for b.Loop() {
-		vm := pool.Get().(*goja.Runtime)
-		if _, err := t.run(b.Context(), vm, benchCall); err != nil {
+		if _, err := h.Call(b.Context(), c); err != nil {
 			b.Fatal(err)
 		}
-		pool.Put(vm)
 	}
 }

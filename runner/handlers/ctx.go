@@ -2,12 +2,10 @@ package handlers
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -15,32 +13,35 @@ import (
 
 	"svc/agent"
 	"svc/runner/sse"
-	"svc/runner/tools"
 )
 
 // callCtx is the state of one call that the handler reaches through its ctx argument and the
-// console. Its methods are the one place where ctx methods are defined (see methods). It lives on
-// the call's goroutine, like its runtime.
+// console, inside a sandbox worker. Its methods are the one place where ctx methods are defined
+// (see methods). It lives on the call's goroutine, like its runtime.
 type callCtx struct {
 	ctx      context.Context
-	t        *Tool
+	t        *engine
 	vm       *goja.Runtime
-	call     tools.Call
+	out      outside
 	logs     int // log lines emitted (or dropped) so far
 	children int // ctx.callTool calls made so far
 	durableState
 }
 
-func newCallCtx(ctx context.Context, t *Tool, vm *goja.Runtime, call tools.Call) *callCtx {
-	return &callCtx{ctx: ctx, t: t, vm: vm, call: call}
+// outside is what a call reaches beyond its runtime: the host, through the worker.
+type outside interface {
+	// emit sends a frame to the client; it does not wait.
+	emit(f *emitFrame)
+	// record sends a journal entry; it does not wait (a failure comes back as a stop).
+	record(key string, value json.RawMessage)
+	// rpc asks the host for m.Method and returns its reply.
+	rpc(m message) message
 }
 
-// depthKey keys the depth of nested handler calls in a context.
-type depthKey struct{}
-
-func depthOf(ctx context.Context) int {
-	d, _ := ctx.Value(depthKey{}).(int)
-	return d
+func newCallCtx(ctx context.Context, e *engine, vm *goja.Runtime, out outside) *callCtx {
+	c := &callCtx{ctx: ctx, t: e, vm: vm, out: out}
+	c.durable, c.recordedMap = e.spec.Durable, e.spec.Recorded
+	return c
 }
 
 // durableOnly lists the ctx methods of spec 4.7 that only durable handlers have; in an inline
@@ -57,13 +58,13 @@ func (c *callCtx) methods() map[string]func(goja.FunctionCall) goja.Value {
 		"callTool":     c.callTool,
 		"callSubagent": c.callSubagent,
 	}
-	if c.t.opts.Children == nil || c.t.def.Layout == agent.LayoutToolTS {
+	if !c.t.spec.Children || c.t.spec.Layout == agent.LayoutToolTS {
 		m["callTool"] = c.notAvailable("callTool")
 	}
-	if c.t.opts.Subagent == nil || c.t.def.Layout == agent.LayoutToolTS {
+	if !c.t.spec.Subagents || c.t.spec.Layout == agent.LayoutToolTS {
 		m["callSubagent"] = c.notAvailable("callSubagent")
 	}
-	if c.journal != nil {
+	if c.durable {
 		c.durableMethods(m)
 		return m
 	}
@@ -79,13 +80,13 @@ func (c *callCtx) object() *goja.Object {
 	for name, fn := range c.methods() {
 		c.must(o.Set(name, fn))
 	}
-	c.must(o.Set("toolName", c.t.def.Name))
-	c.must(o.Set("callId", c.call.ID))
-	c.must(o.Set("sessionId", c.call.Session.ID))
-	if depthOf(c.ctx) == 1 { // top-level handlers only (spec 4.7)
-		c.must(o.Set("attachments", c.attachments()))
+	c.must(o.Set("toolName", c.t.spec.Tool))
+	c.must(o.Set("callId", c.t.spec.ID))
+	c.must(o.Set("sessionId", c.t.spec.SessionID))
+	if c.t.spec.Depth == 1 { // top-level handlers only (spec 4.7)
+		c.must(o.DefineAccessorProperty("attachments", c.vm.ToValue(c.attachments), nil, goja.FLAG_FALSE, goja.FLAG_TRUE))
 	}
-	if c.journal != nil {
+	if c.durable {
 		c.bindDurable(o)
 	}
 	return o
@@ -110,12 +111,11 @@ func (c *callCtx) require(name string) goja.Value {
 // logger returns a log function whose lines are prefixed with prefix.
 func (c *callCtx) logger(prefix string) func(goja.FunctionCall) goja.Value {
 	return func(fc goja.FunctionCall) goja.Value {
-		limit := c.t.opts.MaxLogLines
+		limit := c.t.spec.MaxLogLines
 		c.logs++
 		switch {
 		case c.logs == limit+1:
-			c.emit(&sse.Frame{Type: sse.TypeToolLog, ToolName: c.t.def.Name,
-				Message: "(further log lines of this call are dropped)"})
+			c.out.emit(&emitFrame{Type: string(sse.TypeToolLog), Message: "(further log lines of this call are dropped)"})
 			return goja.Undefined()
 		case c.logs > limit:
 			return goja.Undefined()
@@ -124,39 +124,37 @@ func (c *callCtx) logger(prefix string) func(goja.FunctionCall) goja.Value {
 		for i, a := range fc.Arguments {
 			parts[i] = c.format(a)
 		}
-		msg := truncate(prefix+strings.Join(parts, " "), c.t.opts.MaxLogBytes)
-		c.emit(&sse.Frame{Type: sse.TypeToolLog, ToolName: c.t.def.Name, Message: msg})
+		msg := truncate(prefix+strings.Join(parts, " "), c.t.spec.MaxLogBytes)
+		c.out.emit(&emitFrame{Type: string(sse.TypeToolLog), Message: msg})
 		return goja.Undefined()
 	}
 }
 
 // setLabel is ctx.setLabel(running, completed?): it changes the labels of the call's card.
 func (c *callCtx) setLabel(fc goja.FunctionCall) goja.Value {
-	f := &sse.Frame{Type: sse.TypeToolLabelUpdate, ToolID: c.call.ID}
+	f := &emitFrame{Type: string(sse.TypeToolLabelUpdate)}
 	if a := fc.Argument(0); !goja.IsUndefined(a) && !goja.IsNull(a) {
 		f.RunningLabel = truncate(a.String(), DefaultMaxLabelBytes)
 	}
 	if a := fc.Argument(1); !goja.IsUndefined(a) && !goja.IsNull(a) {
 		f.CompletedLabel = truncate(a.String(), DefaultMaxLabelBytes)
 	}
-	c.emit(f)
+	c.out.emit(f)
 	return goja.Undefined()
 }
 
-// attachments is ctx.attachments: the files of the turn's message, each {filename, mimeType,
-// delivery, size, data (base64)} and text (the content) for a text type.
-func (c *callCtx) attachments() goja.Value {
-	files := c.call.Session.Attachments
-	out := make([]any, 0, len(files))
-	for _, f := range files {
-		a := map[string]any{"filename": f.Filename, "mimeType": f.MimeType, "delivery": f.Delivery,
-			"size": len(f.Data), "data": base64.StdEncoding.EncodeToString(f.Data)}
-		if strings.HasPrefix(f.MimeType, "text/") || f.MimeType == "application/json" {
-			a["text"] = string(f.Data)
+// attachments is the getter of ctx.attachments: the files of the turn's message, each
+// {filename, mimeType, delivery, size, data (base64)} and text (the content) for a text type,
+// fetched from the host when first read.
+func (c *callCtx) attachments(goja.FunctionCall) goja.Value {
+	if c.files == nil {
+		reply := c.out.rpc(message{Method: rpcFiles})
+		if reply.Error != "" {
+			c.throw("ctx.attachments", reply.Error)
 		}
-		out = append(out, a)
+		c.files = c.parse(reply.Value)
 	}
-	return c.vm.ToValue(out)
+	return c.files
 }
 
 // callTool is ctx.callTool(name, input): it runs a tool the handler declares in uses.tools and
@@ -166,27 +164,18 @@ func (c *callCtx) attachments() goja.Value {
 func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
 	name := fc.Argument(0).String()
 	what := "ctx.callTool(" + quote(name) + ")"
-	if !slices.Contains(c.t.def.Uses.Tools, name) {
-		c.throw(what, "is not allowed: "+name+" is not in uses.tools of "+c.t.def.Name)
+	if !slices.Contains(c.t.spec.UsesTools, name) {
+		c.throw(what, "is not allowed: "+name+" is not in uses.tools of "+c.t.spec.Tool)
 	}
-	if name == "request" && c.journal == nil {
+	if name == "request" && !c.durable {
 		c.throw(what, "is not allowed: an inline tool cannot call connections, whose calls may ask the user first")
 	}
 	var key string
-	if c.journal != nil { // a completed call returns its record (spec 4.7 rule 5)
+	if c.durable { // a completed call returns its record (spec 4.7 rule 5)
 		key = c.key("tool", name)
 		if raw, ok := c.recorded(key); ok {
 			return c.parse(raw)
 		}
-	}
-	if counter := c.call.Session.Calls; counter != nil {
-		if n := counter.Add(1); n > int64(c.t.opts.MaxCalls) {
-			c.throw(what, fmt.Sprintf("is over the limit of %d tool calls by tools in one turn (SVC_COMPOSITE_MAX_CALLS)", c.t.opts.MaxCalls))
-		}
-	}
-	child, err := c.t.opts.Children(name)
-	if err != nil {
-		c.throw(what, "failed: "+err.Error())
 	}
 	args := "{}"
 	if in := fc.Argument(1); !goja.IsUndefined(in) && !goja.IsNull(in) {
@@ -197,32 +186,24 @@ func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
 		args = s
 	}
 	c.children++
-	call := tools.Call{ID: c.call.ID + "." + strconv.Itoa(c.children), Arguments: json.RawMessage(args), Host: c.call.Host, Session: c.call.Session}
-	if ap, ok := child.(tools.Approver); ok && c.journal == nil { // durable calls are not confirmed (rule 4)
-		req, err := ap.NeedsApproval(c.ctx, call)
-		if err != nil {
-			c.throw(what, "failed: "+err.Error())
-		}
-		if req != nil {
-			c.throw(what, "is not allowed: "+name+" asks the user first, which an inline tool cannot wait for")
-		}
-	}
-	c.flush()
-	res, err := child.Call(c.ctx, call)
-	switch {
-	case err != nil:
-		c.throw(what, "failed: "+err.Error())
-	case res.IsError:
-		c.throw(what, "failed: "+res.Content)
-	}
-	raw := res.Data
-	if len(raw) == 0 {
-		raw, _ = json.Marshal(res.Content) // a string: cannot fail
-	}
-	if c.journal != nil {
-		c.record(key, raw)
+	raw := c.ask(what, message{Method: rpcCallTool, Name: name, Args: json.RawMessage(args)})
+	if c.durable {
+		c.out.record(key, raw)
 	}
 	return c.parse(raw)
+}
+
+// ask sends m to the host and returns the reply's value; a reply with an error throws it (after
+// what), or stops the execution.
+func (c *callCtx) ask(what string, m message) json.RawMessage {
+	reply := c.out.rpc(m)
+	if reply.Stop {
+		c.stop(errors.New(reply.Error))
+	}
+	if reply.Error != "" {
+		c.throw(what, reply.Error)
+	}
+	return reply.Value
 }
 
 // callSubagent is ctx.callSubagent(name, task, input?): it runs a specialist of uses.subagents
@@ -230,8 +211,8 @@ func (c *callCtx) callTool(fc goja.FunctionCall) goja.Value {
 func (c *callCtx) callSubagent(fc goja.FunctionCall) goja.Value {
 	name := fc.Argument(0).String()
 	what := "ctx.callSubagent(" + quote(name) + ")"
-	if !slices.Contains(c.t.def.Uses.Subagents, name) {
-		c.throw(what, "is not allowed: "+name+" is not in uses.subagents of "+c.t.def.Name)
+	if !slices.Contains(c.t.spec.UsesAgents, name) {
+		c.throw(what, "is not allowed: "+name+" is not in uses.subagents of "+c.t.spec.Tool)
 	}
 	task := fc.Argument(1)
 	if goja.IsUndefined(task) || goja.IsNull(task) || task.String() == "" {
@@ -245,41 +226,30 @@ func (c *callCtx) callSubagent(fc goja.FunctionCall) goja.Value {
 		}
 		input = json.RawMessage(s)
 	}
-	if counter := c.call.Session.Calls; counter != nil {
-		if n := counter.Add(1); n > int64(c.t.opts.MaxCalls) {
-			c.throw(what, fmt.Sprintf("is over the limit of %d tool calls by tools in one turn (SVC_COMPOSITE_MAX_CALLS)", c.t.opts.MaxCalls))
-		}
+	if c.t.spec.Depth+1 > c.t.spec.MaxDepth {
+		c.throw(what, fmt.Sprintf("would nest deeper than the limit of %d (SVC_COMPOSITE_MAX_DEPTH)", c.t.spec.MaxDepth))
 	}
-	if depthOf(c.ctx)+1 > c.t.opts.MaxDepth {
-		c.throw(what, fmt.Sprintf("would nest deeper than the limit of %d (SVC_COMPOSITE_MAX_DEPTH)", c.t.opts.MaxDepth))
-	}
-	ctx := context.WithValue(c.ctx, depthKey{}, depthOf(c.ctx)+1)
 	files, err := c.subagentFiles(fc.Argument(3))
 	if err != nil {
 		c.throw(what, err.Error())
 	}
 	var key string
-	if c.journal != nil {
+	if c.durable {
 		key = c.key("agent", name)
 		if raw, ok := c.recorded(key); ok {
 			return c.parse(raw)
 		}
 	}
-	c.flush()
-	text, err := c.t.opts.Subagent(ctx, name, task.String(), input, files, c.call)
-	if err != nil {
-		c.throw(what, "failed: "+err.Error())
+	raw := c.ask(what, message{Method: rpcCallSubagent, Name: name, Task: task.String(), Args: input, Files: files})
+	if c.durable {
+		c.out.record(key, raw)
 	}
-	if c.journal != nil {
-		raw, _ := json.Marshal(text) // a string: cannot fail
-		c.record(key, raw)
-	}
-	return c.vm.ToValue(text)
+	return c.parse(raw)
 }
 
 // subagentFiles reads opts.attachments of ctx.callSubagent: files of the turn (ctx.attachments),
 // named by filename or given as the objects ctx.attachments holds.
-func (c *callCtx) subagentFiles(opts goja.Value) ([]tools.Attachment, error) {
+func (c *callCtx) subagentFiles(opts goja.Value) ([]string, error) {
 	if goja.IsUndefined(opts) || goja.IsNull(opts) {
 		return nil, nil
 	}
@@ -295,16 +265,16 @@ func (c *callCtx) subagentFiles(opts goja.Value) ([]tools.Attachment, error) {
 	if !ok {
 		return nil, errors.New("opts.attachments must be a list of filenames or of ctx.attachments items")
 	}
-	var out []tools.Attachment
+	var out []string
 	for i, it := range items {
 		name, _ := it.(string)
 		if m, ok := it.(map[string]any); ok {
 			name, _ = m["filename"].(string)
 		}
 		found := false
-		for _, f := range c.call.Session.Attachments {
+		for _, f := range c.t.spec.Files {
 			if f.Filename == name {
-				out, found = append(out, f), true
+				out, found = append(out, name), true
 				break
 			}
 		}
@@ -324,21 +294,13 @@ func (c *callCtx) throw(what, why string) {
 func (c *callCtx) notAvailable(name string) func(goja.FunctionCall) goja.Value {
 	why := "not available to this handler"
 	switch {
-	case c.t.def.Layout == agent.LayoutToolTS && (name == "callTool" || name == "callSubagent"):
+	case c.t.spec.Layout == agent.LayoutToolTS && (name == "callTool" || name == "callSubagent"):
 		why = "not bound for a tool.ts tool"
 	case slices.Contains(durableOnly, name):
 		why = `only available in a durable tool ("execution": "durable" in tool.json)`
 	}
 	return func(goja.FunctionCall) goja.Value {
 		panic(c.vm.NewGoError(&notAvailableError{"ctx." + name, why}))
-	}
-}
-
-// emit sends f through the call's host. A failed emit is not the handler's concern: the loop
-// cancels the run, which interrupts the handler.
-func (c *callCtx) emit(f *sse.Frame) {
-	if c.call.Host != nil {
-		_ = c.call.Host.Emit(f)
 	}
 }
 

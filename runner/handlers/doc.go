@@ -1,26 +1,34 @@
-// Package handlers runs the TypeScript handlers of svc/tools tools (spec 2.10, 4.7) in goja.
+// Package handlers runs the TypeScript handlers of svc/tools tools (spec 2.10, 4.7) in goja,
+// inside the worker processes of a sandbox (package sandbox): the runner never parses nor runs
+// an agent's JavaScript itself.
 //
 // The build compiles each handler.ts (or tool.ts) to CommonJS with an inline source map
-// (agent.Tool.JS). New compiles that JavaScript once into a goja program, shared by every call of
-// the tool; a Cache shares it between runtimes that load the same version.
+// (agent.Tool.JS). A Tool sends each call to a worker of its Options.Sandbox (host.go); the
+// worker compiles the JavaScript once per version (a digest asked for on first use) and runs the
+// call in a fresh goja runtime (engine.go, worker.go), while its host serves what the handler
+// asks of the outside: child tools, specialists, the journal of a durable run, the turn's
+// attachments (wire.go lists the frames). So ctx.callTool, ctx.callSubagent, logs, labels,
+// attachments, every durable method and source-mapped errors behave as they did in process.
 //
-// Each call runs in a fresh goja runtime. Measured on the 2-core development machine
-// (go test -run '^$' -bench . -benchtime 2s -count 3 ./runner/handlers/), a call of a trivial async
-// handler costs 80-92 µs, 74 KiB and 937 allocations in a fresh runtime, against 44-62 µs, 37 KiB
-// and 502 allocations in a runtime reused from a sync.Pool. The 35-40 µs saved are small next to a
-// model turn, and goja cannot reset a runtime: globals, prototypes and module state a handler
-// changes would carry into the next call, which may belong to another session or user. Isolation
-// wins; the module is also run afresh for every call, so module-level variables start anew.
+// Each call runs in a fresh runtime: goja cannot reset one, and globals, prototypes and module
+// state a handler changes would carry into the next call, which may belong to another session or
+// user. The module is run afresh for every call, so module-level variables start anew.
 //
-// goja has no memory cap and runs JavaScript on the calling goroutine. What is bounded:
-//   - time: every call has a deadline (Options.Timeout, 10 s by default, and the call's ctx); when
-//     it passes, the runtime is interrupted, even inside an endless loop or a promise job;
+// What bounds a call:
+//   - time: every call has a deadline (Options.Timeout, 10 s by default, and the call's ctx). When
+//     it passes, the worker interrupts the runtime; a worker that has not answered the sandbox's
+//     grace (40 ms) later, because the code sits in a built-in call goja cannot interrupt (a
+//     catastrophic regular expression, a sort with a comparator that never returns), is killed
+//     and replaced;
+//   - memory: a call that grows its worker's heap past the sandbox's cap (SVC_HANDLER_MEMORY_MB)
+//     is stopped with an error naming it;
 //   - the call stack depth (runaway recursion fails with a RangeError);
 //   - the size of the result, and the number and size of log lines of one call.
 //
-// A handler that allocates without bound inside its deadline is not stopped before the deadline.
-//
 // Handlers are async functions; there is no event loop, timers or I/O in the runtime, so a
-// returned promise settles while its jobs run after the call, or never. ctx methods that reach
-// outside the handler (composition and durable execution) are not bound yet: they throw.
+// returned promise settles while its jobs run after the call, or never.
+//
+// A durable execution's journal entries go to the host without waiting for an answer (a step
+// costs no round trip); a write the host's Journal refuses stops the execution, and nothing the
+// handler does after it (frames, child calls) reaches the outside.
 package handlers

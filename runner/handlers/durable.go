@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,68 +8,25 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
 
 	"svc/runner/durable"
-	"svc/runner/tools"
 )
-
-// Journal is what one execution of a durable handler replays and records (package durable):
-// the values of its journaled calls by key.
-type Journal struct {
-	// Recorded holds the values that earlier executions recorded, by key.
-	Recorded map[string]json.RawMessage
-	// Record writes a new entry, or keeps it to be written by the next Flush. An error ends the
-	// execution with that error (for example when another executor claimed the run).
-	Record func(ctx context.Context, key string, value json.RawMessage) error
-	// Flush, when set, writes the entries Record kept. The handler calls it before each child
-	// tool or subagent call, whose effects reach outside the run: what the run did before them
-	// is then durable. An error ends the execution.
-	Flush func(ctx context.Context) error
-	// Now is the clock of ctx.now() and of sleeps; nil means time.Now.
-	Now func() time.Time
-}
-
-func (j *Journal) now() time.Time {
-	if j.Now == nil {
-		return time.Now()
-	}
-	return j.Now()
-}
 
 // errParked interrupts a handler that reached a pause without an answer: goja's interrupts
 // cannot be caught by the handler's try/catch.
 var errParked = errors.New("handlers: parked")
 
-// RunDurable runs one execution of a durable handler (spec 4.7): from the top, with the calls
-// recorded in j returning their records. It returns the handler's result when the handler
-// finished, or the pause it parked at (Key set, nothing recorded for it), or the error of the
-// call as Call does. A Record error ends the execution with that error.
-func (t *Tool) RunDurable(ctx context.Context, call tools.Call, j *Journal) (tools.Result, *durable.Pause, error) {
-	if j == nil {
-		j = &Journal{}
-	}
-	if call.Session.Calls == nil {
-		call.Session.Calls = new(atomic.Int64)
-	}
-	var pause *durable.Pause
-	res, err := t.runWith(ctx, goja.New(), call, func(c *callCtx) { c.journal = j; c.parked = &pause })
-	if pause != nil {
-		return tools.Result{}, pause, nil
-	}
-	return res, nil, err
-}
-
 // durableState is the part of a call's state that only durable calls have.
 type durableState struct {
-	journal  *Journal
-	parked   **durable.Pause // set when the handler parks
-	occur    map[string]int  // occurrences of each kind:name so far, for keys
-	stopErr  error           // a Record error, which ended the execution
-	stopping bool
+	durable     bool
+	recordedMap map[string]json.RawMessage // what earlier executions recorded, by key
+	parked      *durable.Pause             // set when the handler parks
+	occur       map[string]int             // occurrences of each kind:name so far, for keys
+	stopping    bool                       // parked, or stopped by the host
+	files       goja.Value                 // ctx.attachments, once read
 }
 
 // key is the journal key of the next occurrence of kind:name.
@@ -88,40 +44,38 @@ func (c *callCtx) key(kind, name string) string {
 
 // recorded returns the recorded value of key, if any.
 func (c *callCtx) recorded(key string) (json.RawMessage, bool) {
-	v, ok := c.journal.Recorded[key]
+	v, ok := c.recordedMap[key]
 	return v, ok
 }
 
-// record writes value under key; a failure stops the execution where it stands.
-func (c *callCtx) record(key string, value json.RawMessage) {
-	if err := c.journal.Record(c.ctx, key, value); err != nil {
-		c.stop(fmt.Errorf("handler %s: record %s: %w", c.t.def.Name, key, err))
-	}
-}
-
-// flush makes the entries recorded so far durable before a call with outside effects.
-func (c *callCtx) flush() {
-	if c.journal == nil || c.journal.Flush == nil {
-		return
-	}
-	if err := c.journal.Flush(c.ctx); err != nil {
-		c.stop(fmt.Errorf("handler %s: record the journal: %w", c.t.def.Name, err))
-	}
-}
-
-// stop ends the execution with err: an interrupt, which the handler cannot catch.
+// stop ends the execution with err: an interrupt, which the handler cannot catch. The host
+// knows why; the worker only reports that the call stopped.
 func (c *callCtx) stop(err error) {
-	c.stopErr, c.stopping = err, true
+	c.stopping = true
 	c.vm.Interrupt(err)
 	panic(c.vm.NewGoError(err)) // unwinds this native call; the interrupt ends the rest
 }
 
 // park ends the execution at pause p.
 func (c *callCtx) park(p *durable.Pause) goja.Value {
-	*c.parked = p
+	c.parked = p
 	c.stopping = true
 	c.vm.Interrupt(errParked)
 	return goja.Undefined()
+}
+
+// clock is the host's clock (the journal's).
+func (c *callCtx) clock() time.Time {
+	raw := c.ask("ctx.now", message{Method: rpcNow})
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		c.throw("ctx.now", "failed: the host's clock is not a time")
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		c.throw("ctx.now", "failed: the host's clock is not a time")
+	}
+	return t
 }
 
 // parse returns the JavaScript value of recorded JSON.
@@ -223,13 +177,13 @@ func (c *callCtx) lookupStep(fc goja.FunctionCall) goja.Value {
 func (c *callCtx) recordStep(fc goja.FunctionCall) goja.Value {
 	key := fc.Argument(0).String()
 	raw := c.toJSON(fc.Argument(1))
-	c.record(key, raw)
+	c.out.record(key, raw)
 	return c.parse(raw)
 }
 
 // now is ctx.now(): the clock in milliseconds, recorded.
 func (c *callCtx) now(goja.FunctionCall) goja.Value {
-	return c.recordedValue("now", func() string { return strconv.FormatInt(c.journal.now().UnixMilli(), 10) })
+	return c.recordedValue("now", func() string { return strconv.FormatInt(c.clock().UnixMilli(), 10) })
 }
 
 // random is ctx.random(): a number in [0, 1), recorded.
@@ -244,7 +198,7 @@ func (c *callCtx) recordedValue(kind string, value func() string) goja.Value {
 		return c.parse(raw)
 	}
 	raw := json.RawMessage(value())
-	c.record(key, raw)
+	c.out.record(key, raw)
 	return c.parse(raw)
 }
 
@@ -367,7 +321,7 @@ func (c *callCtx) sleepUntil(fc goja.FunctionCall) goja.Value {
 	if err != nil {
 		c.throw(what, err.Error())
 	}
-	if !when.After(c.journal.now()) {
+	if !when.After(c.clock()) {
 		return goja.Undefined()
 	}
 	when = when.UTC()
@@ -471,7 +425,7 @@ func (c *callCtx) timeout(p *durable.Pause, o inputOptions) error {
 	if err != nil {
 		return fmt.Errorf("timeout: %w", err)
 	}
-	at := c.journal.now().Add(d).UTC()
+	at := c.clock().Add(d).UTC()
 	p.ExpiresAt = &at
 	ot := OnTimeout{Action: TimeoutDeny}
 	if len(o.OnTimeout) > 0 && string(o.OnTimeout) != "null" {

@@ -85,7 +85,7 @@ func durableTool(tb testing.TB, ts, uses string, opts handlers.Options, others m
 	if err != nil {
 		tb.Fatalf("agent.Load: %v", err)
 	}
-	h, err := handlers.New(a.Tools["d"], opts)
+	h, err := handlers.New(a.Tools["d"], sandboxed(opts))
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
@@ -387,7 +387,7 @@ func TestSupportDeskRefund(t *testing.T) {
 	}
 	writes := 0
 	set := &setTool{written: func() { writes++ }}
-	h, err := handlers.New(a.Tools["refund_request"], handlers.Options{Children: func(string) (tools.Tool, error) { return set, nil }})
+	h, err := handlers.New(a.Tools["refund_request"], sandboxed(handlers.Options{Children: func(string) (tools.Tool, error) { return set, nil }}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func load(tb testing.TB, handlerTS map[string]string) map[string]*agent.Tool {
 // newTool compiles the one handler ts as tool "x".
 func newTool(tb testing.TB, ts string, opts handlers.Options) *handlers.Tool {
 	tb.Helper()
-	h, err := handlers.New(load(tb, map[string]string{"x": ts})["x"], opts)
+	h, err := handlers.New(load(tb, map[string]string{"x": ts})["x"], sandboxed(opts))
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}
@@ -344,9 +344,8 @@ func TestSupportDeskHandlers(t *testing.T) {
 		{"triage", `{"customer_id": "c1", "subject": "refund"}`,
 			"handler triage threw at svc/tools/triage/handler.ts:7: ctx.callTool is not available to this handler"},
 	}
-	cache := handlers.NewCache()
 	for _, tt := range tests {
-		h, err := handlers.New(a.Tools[tt.tool], handlers.Options{Cache: cache})
+		h, err := handlers.New(a.Tools[tt.tool], sandboxed(handlers.Options{}))
 		if err != nil {
 			t.Fatalf("New(%s): %v", tt.tool, err)
 		}
@@ -368,7 +367,7 @@ func TestToolTSLayout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent.Load: %v", err)
 	}
-	h, err := handlers.New(a.Tools["y"], handlers.Options{})
+	h, err := handlers.New(a.Tools["y"], sandboxed(handlers.Options{}))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -383,7 +382,7 @@ func TestToolTSLayout(t *testing.T) {
 }
 
 func TestDefaultExportNotAFunction(t *testing.T) {
-	h, err := handlers.New(&agent.Tool{Name: "x", JS: "exports.default = 42;\n"}, handlers.Options{})
+	h, err := handlers.New(&agent.Tool{Name: "x", JS: "exports.default = 42;\n"}, sandboxed(handlers.Options{}))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -393,11 +392,23 @@ func TestDefaultExportNotAFunction(t *testing.T) {
 }
 
 func TestNewRefusesToolsWithoutJS(t *testing.T) {
-	if _, err := handlers.New(&agent.Tool{Name: "x"}, handlers.Options{}); !errors.Is(err, handlers.ErrNoHandler) {
+	if _, err := handlers.New(&agent.Tool{Name: "x"}, sandboxed(handlers.Options{})); !errors.Is(err, handlers.ErrNoHandler) {
 		t.Errorf("New error = %v, want ErrNoHandler", err)
 	}
-	if _, err := handlers.New(&agent.Tool{Name: "x", JS: "this is not JavaScript"}, handlers.Options{}); err == nil {
-		t.Error("New of broken JavaScript succeeded")
+	if _, err := handlers.New(&agent.Tool{Name: "x", JS: "exports.default = 1;"}, handlers.Options{}); !errors.Is(err, handlers.ErrNoSandbox) {
+		t.Errorf("New without a sandbox: %v, want ErrNoSandbox", err)
+	}
+}
+
+// The runner never parses an agent's JavaScript: broken JavaScript fails each call, in the
+// sandbox, with the compiler's message.
+func TestBrokenJavaScriptFailsItsCalls(t *testing.T) {
+	h, err := handlers.New(&agent.Tool{Name: "x", JS: "this is not JavaScript"}, sandboxed(handlers.Options{}))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if _, err := h.Call(t.Context(), call(`{}`, nil)); err == nil || !strings.HasPrefix(err.Error(), "compile handler x: ") {
+		t.Errorf("Call error = %v, want the compile error", err)
 	}
 }
 

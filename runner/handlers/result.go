@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,103 +32,144 @@ func (e *Error) Error() string {
 // rejection is the reason of a rejected promise, as an error until callError describes it.
 type rejection struct{ reason goja.Value }
 
-func (r rejection) Error() string { return "promise rejected: " + r.reason.String() }
+func (r rejection) Error() string { return "promise rejected" }
 
-// callError turns an error of a call into the call's error: the deadline or cancellation that
-// interrupted it, or an *Error for what the handler threw.
-func (t *Tool) callError(ctx context.Context, vm *goja.Runtime, err error) error {
-	if errors.Is(err, tools.ErrBadArguments) {
-		return err
-	}
+// callError describes an error of a call for the host: an interruption (the host knows why),
+// what the handler threw, or the call's own error.
+func (e *engine) callError(vm *goja.Runtime, err error) *wireError {
 	var interrupted *goja.InterruptedError
-	if errors.As(err, &interrupted) {
-		cause := context.Cause(ctx)
-		if errors.Is(cause, ErrDeadline) {
-			return fmt.Errorf("handler %s ran past its %s deadline: %w", t.def.Name, t.opts.Timeout, ErrDeadline)
-		}
-		return fmt.Errorf("handler %s stopped: %w", t.def.Name, cause)
-	}
 	var overflow *goja.StackOverflowError
-	if errors.As(err, &overflow) {
-		e := &Error{Tool: t.def.Name, Message: fmt.Sprintf("RangeError: call stack over %d frames", maxCallStackSize)}
-		t.locateFrames(e, overflow.Stack())
-		return e
-	}
 	var exc *goja.Exception
-	if errors.As(err, &exc) {
-		e := t.describe(vm, exc.Value())
-		if e.Line == 0 {
-			t.locateFrames(e, exc.Stack())
-		}
-		return e
-	}
 	var rej rejection
-	if errors.As(err, &rej) {
-		return t.describe(vm, rej.reason)
+	switch {
+	case errors.Is(err, tools.ErrBadArguments):
+		return &wireError{Kind: errBadArgs, Message: err.Error()}
+	case errors.Is(err, ErrResultTooBig):
+		return &wireError{Kind: errTooBig, Message: err.Error()}
+	case errors.Is(err, ErrNotSettled):
+		return &wireError{Kind: errNotSettled, Message: err.Error()}
+	case errors.As(err, &interrupted):
+		return &wireError{Kind: errInterrupted, Message: "interrupted"}
+	case errors.As(err, &overflow):
+		t := &Error{Tool: e.spec.Tool, Message: fmt.Sprintf("RangeError: call stack over %d frames", maxCallStackSize)}
+		e.locateFrames(t, overflow.Stack())
+		return threw(t)
+	case errors.As(err, &exc):
+		t := e.describe(vm, exc.Value())
+		if t.Line == 0 {
+			e.locateFrames(t, exc.Stack())
+		}
+		return threw(t)
+	case errors.As(err, &rej):
+		return threw(e.describe(vm, rej.reason))
 	}
-	return err
+	return &wireError{Kind: errOther, Message: err.Error()}
 }
 
-// describe builds the *Error of a thrown value: its message, and its place in the handler's source
-// from the error's stack when it has one.
-func (t *Tool) describe(vm *goja.Runtime, thrown goja.Value) *Error {
-	e := &Error{Tool: t.def.Name, Message: "undefined"}
+func threw(t *Error) *wireError {
+	return &wireError{Kind: errThrew, Message: t.Message, Tool: t.Tool, File: t.File, Line: t.Line, Column: t.Column}
+}
+
+// describe builds the *Error of a thrown value: its message, and its place in the handler's
+// source from the error's stack when it has one. A value that cannot be turned into text (an
+// object whose toString is not a function, a getter that throws) is described in words of
+// ours, never with what the engine says of its insides.
+func (e *engine) describe(vm *goja.Runtime, thrown goja.Value) *Error {
+	t := &Error{Tool: e.spec.Tool, Message: "undefined"}
 	if thrown == nil {
-		return e
+		return t
 	}
-	e.Message = thrown.String()
-	o, ok := thrown.(*goja.Object)
+	o, isObject := thrown.(*goja.Object)
+	msg, ok := safeString(thrown)
 	if !ok {
-		return e
+		msg = "a thrown value that cannot be shown as text"
 	}
-	if msg := o.Get("message"); msg != nil && !goja.IsUndefined(msg) {
-		e.Message = msg.String()
-		if name := o.Get("name"); name != nil && !goja.IsUndefined(name) {
-			if n := name.String(); n != "Error" && n != "GoError" {
-				e.Message = n + ": " + e.Message
+	t.Message = msg
+	if isObject {
+		if m, ok := property(o, "message"); ok && !goja.IsUndefined(m) {
+			if s, ok := safeString(m); ok {
+				t.Message = s
+				if name, ok := property(o, "name"); ok && !goja.IsUndefined(name) {
+					if n, ok := safeString(name); ok && n != "Error" && n != "GoError" {
+						t.Message = n + ": " + t.Message
+					}
+				}
+			}
+		} else if s, err := safeJSON(vm, thrown); err == nil && s != "" {
+			t.Message = s
+		}
+		if stack, ok := property(o, "stack"); ok && !goja.IsUndefined(stack) {
+			if s, ok := safeString(stack); ok {
+				t.File, t.Line, t.Column = e.locate(s)
 			}
 		}
-	} else if s, err := jsonStringify(vm, thrown); err == nil && s != "" {
-		e.Message = s
 	}
-	e.Message = truncate(e.Message, t.opts.MaxLogBytes)
-	if stack := o.Get("stack"); stack != nil && !goja.IsUndefined(stack) {
-		e.File, e.Line, e.Column = t.locate(stack.String())
-	}
-	return e
+	t.Message = truncate(t.Message, e.spec.MaxLogBytes)
+	return t
+}
+
+// safeString is v as text, false when converting it throws.
+func safeString(v goja.Value) (s string, ok bool) {
+	defer func() {
+		if recover() != nil {
+			s, ok = "", false
+		}
+	}()
+	return v.String(), true
+}
+
+// property is o[name], false when reading it throws.
+func property(o *goja.Object, name string) (v goja.Value, ok bool) {
+	defer func() {
+		if recover() != nil {
+			v, ok = nil, false
+		}
+	}()
+	v = o.Get(name)
+	return v, v != nil
+}
+
+// safeJSON is JSON.stringify(v), an error when it throws.
+func safeJSON(vm *goja.Runtime, v goja.Value) (s string, err error) {
+	defer func() {
+		if recover() != nil {
+			s, err = "", errors.New("cannot be stringified")
+		}
+	}()
+	return jsonStringify(vm, v)
 }
 
 // locate finds the first place in the handler's source named in a JavaScript stack trace
 // ("at f (svc/tools/x/handler.ts:6:10(11))"); goja maps the positions through the inline source
 // map of the compiled JavaScript.
-func (t *Tool) locate(stack string) (file string, line, col int) {
-	re := regexp.MustCompile(regexp.QuoteMeta(t.def.SourcePath) + `:(\d+):(\d+)`)
+func (e *engine) locate(stack string) (file string, line, col int) {
+	re := regexp.MustCompile(regexp.QuoteMeta(e.spec.SourcePath) + `:(\d+):(\d+)`)
 	m := re.FindStringSubmatch(stack)
 	if m == nil {
 		return "", 0, 0
 	}
 	line, _ = strconv.Atoi(m[1]) // digits only: cannot fail but for overflow, which gives 0
 	col, _ = strconv.Atoi(m[2])
-	return t.def.SourcePath, line, col
+	return e.spec.SourcePath, line, col
 }
 
-// locateFrames sets e's place to the innermost frame of stack in the handler's source.
-func (t *Tool) locateFrames(e *Error, stack []goja.StackFrame) {
+// locateFrames sets t's place to the innermost frame of stack in the handler's source.
+func (e *engine) locateFrames(t *Error, stack []goja.StackFrame) {
 	for _, f := range stack {
-		if p := f.Position(); p.Filename == t.def.SourcePath && p.Line > 0 {
-			e.File, e.Line, e.Column = p.Filename, p.Line, p.Column
+		if p := f.Position(); p.Filename == e.spec.SourcePath && p.Line > 0 {
+			t.File, t.Line, t.Column = p.Filename, p.Line, p.Column
 			return
 		}
 	}
 }
 
-// result turns the handler's value into the call's result (see Call).
-func (t *Tool) result(vm *goja.Runtime, v goja.Value) (tools.Result, error) {
+// result turns the handler's value into the call's result (see Tool.Call).
+func (e *engine) result(vm *goja.Runtime, v goja.Value) (tools.Result, error) {
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return tools.Result{}, nil
 	}
 	if s, ok := v.Export().(string); ok {
-		if err := t.checkSize(len(s)); err != nil {
+		if err := e.checkSize(len(s)); err != nil {
 			return tools.Result{}, err
 		}
 		return tools.Result{Content: s}, nil
@@ -138,11 +178,18 @@ func (t *Tool) result(vm *goja.Runtime, v goja.Value) (tools.Result, error) {
 	if err != nil {
 		var interrupted *goja.InterruptedError
 		if errors.As(err, &interrupted) {
-			return tools.Result{}, err // callError names the deadline
+			return tools.Result{}, err // the host names the deadline
 		}
-		return tools.Result{}, fmt.Errorf("handler %s returned a value that is not JSON: %v", t.def.Name, err) //nolint:errorlint // the JavaScript exception is described, not wrapped
+		msg := "its toJSON threw"
+		var exc *goja.Exception
+		if errors.As(err, &exc) {
+			if m, ok := safeString(exc.Value()); ok {
+				msg = m
+			}
+		}
+		return tools.Result{}, fmt.Errorf("handler %s returned a value that is not JSON: %s", e.spec.Tool, msg)
 	}
-	if err := t.checkSize(len(s)); err != nil {
+	if err := e.checkSize(len(s)); err != nil {
 		return tools.Result{}, err
 	}
 	res := tools.Result{Content: s}
@@ -152,9 +199,9 @@ func (t *Tool) result(vm *goja.Runtime, v goja.Value) (tools.Result, error) {
 	return res, nil
 }
 
-func (t *Tool) checkSize(n int) error {
-	if n > t.opts.MaxResultBytes {
-		return fmt.Errorf("handler %s returned %d bytes, over the limit of %d: %w", t.def.Name, n, t.opts.MaxResultBytes, ErrResultTooBig)
+func (e *engine) checkSize(n int) error {
+	if n > e.spec.MaxResultBytes {
+		return fmt.Errorf("handler %s returned %d bytes, over the limit of %d: %w", e.spec.Tool, n, e.spec.MaxResultBytes, ErrResultTooBig)
 	}
 	return nil
 }

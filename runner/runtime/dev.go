@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"svc/agent"
+	"svc/runner/sandbox"
 	"svc/runner/sessions/memstore"
 )
 
@@ -28,8 +29,10 @@ type DevOptions struct {
 	// SVC_ALLOW_METADATA_ADDRESSES).
 	ApprovalTimeout        time.Duration
 	AllowMetadataAddresses bool
-	// HandlerTimeout is as in Options (SVC_HANDLER_TIMEOUT).
+	// HandlerTimeout and Sandbox are as in Options (SVC_HANDLER_TIMEOUT; SVC_HANDLER_MEMORY_MB
+	// and SVC_HANDLER_PROCS configure the sandbox).
 	HandlerTimeout time.Duration
+	Sandbox        *sandbox.Pool
 	// Tracer is as in Options.
 	Tracer trace.Tracer
 	// Logger receives logs; nil means slog.Default().
@@ -59,7 +62,7 @@ func NewDev(o DevOptions) (*Runtime, *agent.Agent, error) {
 	rt, err := New(Options{
 		Agent: ag, Version: ag.Config.Version, DeployID: "dev", Sessions: memstore.New(),
 		AuthToken: o.AuthToken, Models: NewModels(env, nil), DefaultModel: o.DefaultModel, Env: env,
-		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, HandlerTimeout: o.HandlerTimeout,
+		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, HandlerTimeout: o.HandlerTimeout, Sandbox: o.Sandbox,
 		AllowMetadataAddresses: o.AllowMetadataAddresses, Tracer: o.Tracer, Logger: log,
 	})
 	if err != nil {

@@ -21,7 +21,10 @@ import (
 // runtime, each with the children its ctx.callTool may reach. A durable tool is offered to the
 // model as a durableStart, which starts a run of it.
 func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tools.Tool, error) {
-	cache := handlers.NewCache()
+	key := rt.opts.AgentID
+	if key == "" {
+		key = rt.opts.DeployID
+	}
 	var newHandler func(t *agent.Tool) (*handlers.Tool, error)
 	// child resolves a name of uses.tools: a store tool, another inline handler tool, a
 	// built-in, or the connections' request tool (which only durable handlers may call).
@@ -56,7 +59,7 @@ func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tool
 		return nil, fmt.Errorf("no tool %s for a handler to call", name)
 	}
 	newHandler = func(t *agent.Tool) (*handlers.Tool, error) {
-		return handlers.New(t, handlers.Options{Cache: cache, Children: child, Subagent: rt.subagent,
+		return handlers.New(t, handlers.Options{Sandbox: rt.opts.Sandbox, Key: key, Children: child, Subagent: rt.subagent,
 			Timeout: rt.opts.HandlerTimeout, MaxDepth: rt.opts.CompositeMaxDepth, MaxCalls: rt.opts.CompositeMaxCalls})
 	}
 	rt.durableHandler = newHandler

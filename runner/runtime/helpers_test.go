@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"svc/runner/handlers/handlerstest"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,9 @@ func start(t testing.TB, opts runtime.Options) *env {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
+	}
+	if opts.Sandbox == nil {
+		opts.Sandbox = handlerstest.Pool()
 	}
 	rt, err := runtime.New(opts)
 	if err != nil {

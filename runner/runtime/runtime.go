@@ -19,6 +19,7 @@ import (
 	"svc/runner/durable"
 	"svc/runner/handlers"
 	"svc/runner/models"
+	"svc/runner/sandbox"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 	"svc/runner/sessions/memstore"
@@ -107,6 +108,10 @@ type Options struct {
 	// HandlerTimeout bounds one call (or one durable execution) of a handler tool
 	// (SVC_HANDLER_TIMEOUT); 0 means 10 seconds.
 	HandlerTimeout time.Duration
+	// Sandbox runs the calls of the agent's handler tools (svc/tools), in worker processes
+	// with hard limits; share one among the runtimes of a process. Required when the agent has
+	// handler tools.
+	Sandbox *sandbox.Pool
 	// Durable keeps durable tool runs and their journals; share one among the runtimes of the
 	// agent. nil keeps them in this runtime's memory (svc dev): they are lost with the process.
 	Durable durable.Store
