@@ -65,7 +65,9 @@ func TestMetricsHandlerToken(t *testing.T) {
 				}
 				return
 			}
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "UNAUTHENTICATED" || !strings.Contains(e.Error.Message, "SVC_METRICS_TOKEN") {
 				t.Errorf("body %s, want UNAUTHENTICATED naming SVC_METRICS_TOKEN", body)
 			}
