@@ -11,7 +11,6 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"svc/auth"
@@ -46,6 +45,9 @@ type Deps struct {
 	// prometheus.Gatherer (a *prometheus.Registry is both), what /metrics serves. When nil a
 	// private registry with the Go runtime collector is made.
 	Metrics prometheus.Registerer
+	// MetricsToken, when set, is the bearer token GET /metrics needs (SVC_METRICS_TOKEN);
+	// empty, /metrics is open. See MetricsHandler.
+	MetricsToken string
 	// Tracer, when set, records a span per request, joining the caller's W3C trace context;
 	// what a request starts (a build) joins its trace. nil records nothing.
 	Tracer trace.Tracer
@@ -248,7 +250,7 @@ func (a *API) setupMetrics(reg prometheus.Registerer) error {
 	if !ok {
 		return errors.New("api: Deps.Metrics must also be a prometheus.Gatherer (use a *prometheus.Registry) so /metrics can serve it")
 	}
-	a.metricsHandler = promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	a.metricsHandler = MetricsHandler(g, a.deps.MetricsToken)
 	m := newHTTPMetrics()
 	var err error
 	if m.requests, err = registerOrReuse(reg, m.requests); err != nil {

@@ -88,17 +88,18 @@ func (a *API) logger(ctx context.Context) *slog.Logger {
 // template, never the query string, headers or body.
 func (a *API) observe(c *gin.Context) {
 	start := time.Now()
-	route := c.FullPath()
+	route := c.FullPath() // a template, never the path the client sent
 	if route == "" {
 		route = "unmatched"
 	}
+	method := methodLabel(c.Request.Method)
 	var span trace.Span
 	if tr := a.deps.Tracer; tr != nil {
 		// A request joins the trace its caller sent (W3C traceparent), and what it starts (a
 		// build through the queue) joins this one.
 		ctx := propagation.TraceContext{}.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
-		ctx, span = tr.Start(ctx, c.Request.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-			attribute.String("http.request.method", c.Request.Method), attribute.String("http.route", route)))
+		ctx, span = tr.Start(ctx, method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+			attribute.String("http.request.method", method), attribute.String("http.route", route)))
 		c.Request = c.Request.WithContext(ctx)
 	}
 	c.Next()
@@ -111,11 +112,11 @@ func (a *API) observe(c *gin.Context) {
 		}
 		span.End()
 	}
-	a.metrics.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(status)).Inc()
-	a.metrics.latency.WithLabelValues(c.Request.Method, route).Observe(elapsed.Seconds())
+	a.metrics.requests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	a.metrics.latency.WithLabelValues(method, route).Observe(elapsed.Seconds())
 
 	attrs := []slog.Attr{
-		slog.String("method", c.Request.Method),
+		slog.String("method", method),
 		slog.String("route", route),
 		slog.Int("status", status),
 		slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),

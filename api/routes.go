@@ -28,8 +28,8 @@ func (a *API) systemRoutes() []Route {
 	return []Route{
 		{Method: http.MethodGet, Path: "/health", Summary: "Health of the platform API and its database",
 			Response: healthResponse{}, Errors: []errcode.Code{errcode.Unavailable}, Handle: a.health},
-		{Method: http.MethodGet, Path: "/metrics", Summary: "Prometheus metrics",
-			ResponseType: "text/plain", Handle: a.serveMetrics},
+		{Method: http.MethodGet, Path: "/metrics", Summary: "Prometheus metrics; with SVC_METRICS_TOKEN set, it needs that bearer token",
+			ResponseType: "text/plain", Errors: []errcode.Code{errcode.Unauthenticated}, Handle: a.serveMetrics},
 		{Method: http.MethodGet, Path: "/api/openapi.json", Summary: "This OpenAPI 3.1 document",
 			ResponseType: "application/json", Handle: a.serveOpenAPI},
 	}

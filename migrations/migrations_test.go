@@ -46,8 +46,8 @@ func TestSchemaOnBothDialects(t *testing.T) {
 	})
 }
 
-// TestDownAndUpAgain: the newest migrations' Down sections undo them (on Postgres, 00014 builds
-// and drops its indexes CONCURRENTLY, outside a transaction), and Up applies them again.
+// TestDownAndUpAgain: the newest migrations' Down sections undo them (on Postgres, 00014 and 00015 build
+// and drop their indexes CONCURRENTLY, outside a transaction), and Up applies them again.
 func TestDownAndUpAgain(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()

@@ -43,6 +43,7 @@ type Config struct {
 	BuildConcurrency   int
 	QueuePollInterval  time.Duration
 	MetricsAddr        string
+	MetricsToken       string
 	RuntimeIdleMinutes int
 	SessionStorageMB   int64
 	AgentStorageMB     int64
@@ -119,6 +120,14 @@ func settings() []setting {
 				c.MetricsAddr = v
 				return nil
 			}},
+		{flag: "metrics-token", env: "SVC_METRICS_TOKEN", def: "", help: "bearer token GET /metrics needs on every role that serves it (at least 16 characters, no spaces); empty: /metrics is open",
+			bind: func(c *Config, v string) error {
+				if v != "" && (len(v) < 16 || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f })) {
+					return errors.New("must be at least 16 characters without spaces or control characters")
+				}
+				c.MetricsToken = v
+				return nil
+			}, secret: true},
 		{flag: "runtime-idle-minutes", env: "SVC_RUNTIME_IDLE_MINUTES", def: "30", help: "idle minutes before a live session is evicted from memory", bind: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err == nil && n < 1 {
@@ -275,6 +284,9 @@ func loadConfig(fs *pflag.FlagSet) (Config, error) {
 			return Config{}, fmt.Errorf("setting %s: %w", s.env, err)
 		}
 		if err := s.bind(&c, strings.TrimSpace(v)); err != nil {
+			if s.secret {
+				return Config{}, fmt.Errorf("setting %s (--%s): %w", s.env, s.flag, err) // never the value
+			}
 			return Config{}, fmt.Errorf("setting %s (--%s) = %q: %w", s.env, s.flag, v, err)
 		}
 	}

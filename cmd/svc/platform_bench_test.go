@@ -28,8 +28,9 @@ type benchPlatform struct {
 
 func startPlatform(tb testing.TB) *benchPlatform { return startPlatformAt(tb, tb.TempDir()) }
 
-// startPlatformAt runs svc up on dataDir (which may hold an earlier run's data).
-func startPlatformAt(tb testing.TB, dataDir string) *benchPlatform {
+// startPlatformAt runs svc up on dataDir (which may hold an earlier run's data), with extra
+// flags after the usual ones.
+func startPlatformAt(tb testing.TB, dataDir string, extra ...string) *benchPlatform {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +41,8 @@ func startPlatformAt(tb testing.TB, dataDir string) *benchPlatform {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if out, err := execute(ctx, "up", "--data-dir", dataDir, "--addr", addr, "--log-level", "error", "--log-format", "json"); err != nil {
+		args := append([]string{"up", "--data-dir", dataDir, "--addr", addr, "--log-level", "error", "--log-format", "json"}, extra...)
+		if out, err := execute(ctx, args...); err != nil {
 			tb.Errorf("svc up: %v\n%s", err, out)
 		}
 	})

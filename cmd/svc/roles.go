@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
@@ -194,7 +193,7 @@ func (p *platform) envOf(agentID string) func(string) (string, bool) {
 func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commits *workers.CommitCache) (*api.API, error) {
 	return api.New(api.Deps{
 		Stores: p.stores, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer,
-		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, Tracer: p.tracer, Evals: p.queueEvals, Deployer: p.newDeployer(commits), Runtimes: runtimes,
+		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, MetricsToken: p.cfg.MetricsToken, Tracer: p.tracer, Evals: p.queueEvals, Deployer: p.newDeployer(commits), Runtimes: runtimes,
 	})
 }
 
@@ -303,7 +302,7 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 	if cfg.MetricsAddr != "" {
 		// A worker has no HTTP side of its own: its build, queue and durable metrics are
 		// served here when asked for.
-		metrics := promhttp.HandlerFor(p.metrics, promhttp.HandlerOpts{})
+		metrics := api.MetricsHandler(p.metrics, cfg.MetricsToken)
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/metrics":
@@ -335,7 +334,7 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		return err
 	}
 	defer router.Close()
-	metrics := promhttp.HandlerFor(p.metrics, promhttp.HandlerOpts{})
+	metrics := api.MetricsHandler(p.metrics, cfg.MetricsToken)
 	health := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
 			metrics.ServeHTTP(w, r)

@@ -229,14 +229,18 @@ func (c *Client) Close() { c.tr.CloseIdleConnections() }
 
 // Check is the health probe of connection name (for /health): a GET of its testPath with its
 // auth, through the same checks as a model's request but outside its rate limit. It returns
-// nil for a status below 400, ErrNoTestPath when there is no testPath, and otherwise an error
-// without secrets. It makes one request per call: cache the answer.
+// nil for a status below 400, ErrNoTestPath when there is no testPath (unless a credential is
+// too short: a *ShortCredentialError, checked with or without testPath), and otherwise an
+// error without secrets. It makes one request per call: cache the answer.
 func (c *Client) Check(ctx context.Context, name string) error {
 	cn := c.conns[name]
 	if cn == nil {
 		return fmt.Errorf("connections: no connection %q", name)
 	}
 	if cn.def.Spec.TestPath == "" {
+		if err := c.checkCredentials(ctx, cn); err != nil {
+			return err
+		}
 		return ErrNoTestPath
 	}
 	rp, err := parsePath(cn.def.Spec.TestPath, nil)
@@ -369,6 +373,13 @@ func (c *Client) authValue(ctx context.Context, field, ref string, sessionCtx ma
 	if err != nil {
 		return "", err
 	}
+	// A value without templates is the author's secret alone: too short, it cannot be redacted
+	// safely. One with {{context.KEY}} holds the chat's own data, which the caller knows.
+	if !hasContextTemplate(v) {
+		if err := checkCredentialLen(field, ref, v); err != nil {
+			return "", err
+		}
+	}
 	if v, err = fill(field, v, sessionCtx, nil); err != nil {
 		return "", err
 	}
@@ -378,4 +389,26 @@ func (c *Client) authValue(ctx context.Context, field, ref string, sessionCtx ma
 		}
 	}
 	return v, nil
+}
+
+// checkCredentials resolves the connection's auth values without a chat's context and returns
+// the first ShortCredentialError, for Check when there is no testPath to call. Other problems
+// (an unset variable, a {{context.KEY}} only a chat can fill) show when a request is made.
+func (c *Client) checkCredentials(ctx context.Context, cn *conn) error {
+	a := cn.def.Spec.Auth
+	if a == nil {
+		return nil
+	}
+	for _, part := range []struct {
+		field string
+		m     map[string]string
+	}{{"auth.headers.", a.Headers}, {"auth.query.", a.Query}} {
+		for _, k := range slices.Sorted(maps.Keys(part.m)) {
+			_, err := c.authValue(ctx, part.field+k, part.m[k], nil)
+			if short := (*ShortCredentialError)(nil); errors.As(err, &short) {
+				return fmt.Errorf("connection %s: %w", cn.def.Name, err)
+			}
+		}
+	}
+	return nil
 }

@@ -56,8 +56,15 @@
 // otherwise never leave the package: every string of a result (headers, body, keys included),
 // every error and every log line passes through the request's redactor, which replaces each
 // value as it is, query- and path-escaped, and each long part of a value with spaces
-// ("Bearer sk-..." hides "sk-..." too). Redaction happens before a body is cut, so a cut cannot
-// leave half a secret. Logs name the connection, method, path, status and duration only.
+// ("Bearer sk-..." hides "sk-..." too). It replaces whole tokens only: an occurrence that a
+// letter or digit continues (the secret "abcd1234" inside "abcd12345") is another word and is
+// left as it is, so that redaction never rewrites the middle of unrelated data. That is only
+// safe for secrets of some length: an auth value whose credential (the value, or its last
+// space-separated part) has fewer than MinCredentialLen (8) characters is refused when it is
+// resolved, with a ShortCredentialError naming the connection, the field and the variable, as
+// the call's error result and on /health (Check reports it also without a testPath).
+// Redaction happens before a body is cut, so a cut cannot leave half a secret. Logs name the
+// connection, method, path, status and duration only.
 //
 // # Wiring (for the runtime)
 //

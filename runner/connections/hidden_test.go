@@ -34,26 +34,3 @@ func TestHiddenStrip(t *testing.T) {
 	var none *hidden
 	none.strip(v) // a nil hidden strips nothing and does not panic
 }
-
-func TestRedactor(t *testing.T) {
-	r := newRedactor([]string{"Bearer abc/def+ghi", "", "short"})
-	cases := map[string]string{
-		"auth Bearer abc/def+ghi":      "auth " + Redacted,
-		"token abc/def+ghi alone":      "token " + Redacted + " alone",
-		"q=abc%2Fdef%2Bghi":            "q=" + Redacted,
-		"p/abc%2Fdef+ghi":              "p/" + Redacted,
-		"Bearer stays, short does not": "Bearer stays, " + Redacted + " does not",
-	}
-	for in, want := range cases {
-		if got := r.str(in); got != want {
-			t.Errorf("str(%q) = %q, want %q", in, got, want)
-		}
-	}
-	tree := r.tree(map[string]any{"abc/def+ghi": []any{"x short"}})
-	if d := cmp.Diff(map[string]any{Redacted: []any{"x " + Redacted}}, tree); d != "" {
-		t.Errorf("tree (-want +got):\n%s", d)
-	}
-	if newRedactor(nil) != nil || newRedactor([]string{""}) != nil {
-		t.Error("a redactor without secrets")
-	}
-}

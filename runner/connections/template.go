@@ -68,3 +68,21 @@ func fill(field, text string, values map[string]string, escape func(string) stri
 	b.WriteString(text)
 	return b.String(), nil
 }
+
+// hasContextTemplate reports whether text holds a {{context.KEY}} template that fill fills.
+func hasContextTemplate(text string) bool {
+	for {
+		i := strings.Index(text, "{{")
+		if i < 0 {
+			return false
+		}
+		end := strings.Index(text[i+2:], "}}")
+		if end < 0 {
+			return false
+		}
+		if _, ok := contextKey(text[i+2 : i+2+end]); ok {
+			return true
+		}
+		text = text[i+2:]
+	}
+}

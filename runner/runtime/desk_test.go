@@ -140,7 +140,7 @@ func TestSupportDeskActsWithAModelAPI(t *testing.T) {
 			{ID: "c2", Name: "store__tickets__set", Arguments: `{"customer_id": "acme", "number": 2, "subject": "VPN", "status": "open"}`},
 		}},
 		modelstest.Turn{Text: []string{"Filed ticket acme-2 about the VPN incident."}})
-	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": "t"}
+	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": "Bearer status-token-1"}
 	ag := loadAgent(t, "support-desk")
 	ag.Config.Models["main"] = agent.ModelRef{Provider: "openai", Model: "gpt-4.1-mini"} // the fixture's is echo
 	e := start(t, runtime.Options{
@@ -222,7 +222,7 @@ func TestEvalTurnsAreSafe(t *testing.T) {
 		io.WriteString(w, `{"ok": true}`)
 	}))
 	defer api.Close()
-	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": "t"}
+	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": "Bearer status-token-1"}
 	runs := &durable.Memory{}
 	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), Durable: runs,
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})

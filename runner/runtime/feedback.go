@@ -2,12 +2,15 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/http"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"svc/registry"
+	"svc/runner/sessions"
 )
 
 // MaxFeedbackComment bounds the comment of POST /feedback, in characters.
@@ -44,6 +47,8 @@ type feedbackBody struct {
 }
 
 // feedback serves POST /feedback: a rating of a turn, kept with the session's latest metadata.
+// The turn is named by its session, its trace id (which must be one of this agent's turns), or
+// both; either way the caller must be able to see the session (404 otherwise).
 func (rt *Runtime) feedback(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body feedbackBody
 	if err := readJSON(w, r, &body); err != nil {
@@ -56,26 +61,38 @@ func (rt *Runtime) feedback(w http.ResponseWriter, r *http.Request, c *caller) e
 		return invalid("session_id", "is required (or trace_id): the session or the trace of the turn rated")
 	case utf8.RuneCountInString(body.Comment) > MaxFeedbackComment:
 		return invalid("comment", "at most %d characters", MaxFeedbackComment)
-	case len(body.TraceID) > MaxSessionIDLen:
-		return invalid("trace_id", "at most %d characters", MaxSessionIDLen)
+	case body.TraceID != "" && !isTraceID(body.TraceID):
+		return invalid("trace_id", "want the 32 lower-case hex digits of a done frame's trace_id")
 	}
-	f := registry.Feedback{ID: newFeedbackID(), AgentID: rt.opts.AgentID, SessionID: body.SessionID, TraceID: body.TraceID,
-		Rating: body.Rating, Comment: body.Comment, UserID: c.userID, Metadata: map[string]string{}, CreatedAt: rt.now().UTC()}
 	if body.SessionID != "" {
 		if err := checkSessionID("session_id", body.SessionID); err != nil {
 			return err
 		}
-		l, err := rt.visibleSession(r.Context(), c, body.SessionID)
+	}
+	// A trace id must be one of this agent's turns (a run's, recorded with the turn's result),
+	// of the session named when one is: it decides which session the rating is about.
+	if body.TraceID != "" {
+		sid, err := rt.traceSession(r.Context(), body.TraceID)
 		if err != nil {
 			return err
 		}
-		l.Lock()
-		meta := maps.Clone(l.S.Metadata)
-		l.Unlock()
-		rt.cache.Done(l)
-		if meta != nil {
-			f.Metadata = meta
+		if body.SessionID != "" && body.SessionID != sid {
+			return noTrace()
 		}
+		body.SessionID = sid
+	}
+	f := registry.Feedback{ID: newFeedbackID(), AgentID: rt.opts.AgentID, SessionID: body.SessionID, TraceID: body.TraceID,
+		Rating: body.Rating, Comment: body.Comment, UserID: c.userID, Metadata: map[string]string{}, CreatedAt: rt.now().UTC()}
+	l, err := rt.visibleSession(r.Context(), c, body.SessionID)
+	if err != nil {
+		return err
+	}
+	l.Lock()
+	meta := maps.Clone(l.S.Metadata)
+	l.Unlock()
+	rt.cache.Done(l)
+	if meta != nil {
+		f.Metadata = meta
 	}
 	saved, err := rt.feedbacks.Add(r.Context(), f)
 	if err != nil {
@@ -83,4 +100,38 @@ func (rt *Runtime) feedback(w http.ResponseWriter, r *http.Request, c *caller) e
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"feedback_id": saved.ID})
 	return nil
+}
+
+// traceSession returns the session of this agent's turn traced as traceID: 404 when no turn of
+// the agent had it (or the session store keeps no record of traces).
+func (rt *Runtime) traceSession(ctx context.Context, traceID string) (string, error) {
+	tf, ok := rt.store.(sessions.TraceFinder)
+	if !ok {
+		return "", noTrace()
+	}
+	sid, err := tf.TraceSession(ctx, rt.opts.AgentID, traceID)
+	if errors.Is(err, sessions.ErrNoTrace) {
+		return "", noTrace()
+	}
+	return sid, err
+}
+
+// noTrace is the 404 of a trace_id that is not one of this agent's turns (the same whether the
+// trace is another agent's, another session's or no turn's).
+func noTrace() *APIError {
+	return &APIError{Code: CodeNotFound, Field: "trace_id", Message: "trace_id: no turn of this agent (in this session, when session_id is given) has this trace id"}
+}
+
+// isTraceID reports whether s is a W3C trace id as done frames carry it: 32 lower-case hex
+// digits, not all zero.
+func isTraceID(s string) bool {
+	if len(s) != 32 || strings.Count(s, "0") == 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

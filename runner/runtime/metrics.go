@@ -6,12 +6,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/agent"
 	"svc/runner/durable"
+	"svc/runner/models"
 	"svc/runner/turn"
 )
 
-// Metrics are the Prometheus metrics of the runtimes of a process. Share one among them; it
-// implements turn.Observer.
+// Metrics are the Prometheus metrics of the runtimes of a process. Share one among them: each
+// runtime reports its turns through a turnMetrics that bounds their label values.
+//
+// Every label value is one of a few: /metrics may be scraped without credentials (see
+// SVC_METRICS_TOKEN), and each distinct value is a series kept for the life of the process. So
+// a value a client or a model chooses never becomes a label as it is: the model of a chat is
+// its name only when the agent configures it (svc.json models, the runtime's default model,
+// echo), and a tool call's tool only when the agent has that tool; anything else is
+// OtherLabel.
 type Metrics struct {
 	streams    prometheus.Gauge
 	turns      *prometheus.CounterVec
@@ -21,7 +30,8 @@ type Metrics struct {
 	executions *prometheus.HistogramVec
 }
 
-var _ turn.Observer = (*Metrics)(nil)
+// OtherLabel is the label value of a model, provider or tool the agent does not define.
+const OtherLabel = "other"
 
 // NewMetrics makes the runtime metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -55,11 +65,62 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// turnMetrics is the turn.Observer of one runtime: it counts its turns on m with the model
+// and tool names its agent does not define reported as OtherLabel.
+type turnMetrics struct {
+	m      *Metrics
+	models map[agent.ModelRef]bool // provider and model only
+	tools  map[string]bool
+}
+
+var _ turn.Observer = (*turnMetrics)(nil)
+
+// newTurnMetrics returns the observer of a runtime of ag whose default model is def and whose
+// profiles offer the tools named in tools; nil (no interface holding a nil pointer) without
+// metrics.
+func newTurnMetrics(m *Metrics, ag *agent.Agent, def agent.ModelRef, tools []string) turn.Observer {
+	if m == nil {
+		return nil
+	}
+	o := &turnMetrics{m: m, models: map[agent.ModelRef]bool{{Provider: models.ProviderEcho, Model: "echo"}: true}, tools: map[string]bool{}}
+	for _, ref := range ag.Config.Models {
+		o.models[agent.ModelRef{Provider: ref.Provider, Model: ref.Model}] = true
+	}
+	if def.Provider != "" {
+		o.models[agent.ModelRef{Provider: def.Provider, Model: def.Model}] = true
+	}
+	for _, t := range tools {
+		o.tools[t] = true
+	}
+	return o
+}
+
 // TurnStarted implements turn.Observer.
-func (m *Metrics) TurnStarted() { m.streams.Inc() }
+func (o *turnMetrics) TurnStarted() { o.m.streams.Inc() }
 
 // TurnDone implements turn.Observer.
-func (m *Metrics) TurnDone(r turn.Report) {
+func (o *turnMetrics) TurnDone(r turn.Report) {
+	switch r.Provider {
+	case models.ProviderOpenAI, models.ProviderAnthropic, models.ProviderOpenAICompatible, models.ProviderEcho:
+	default:
+		r.Provider = OtherLabel
+	}
+	if !o.models[agent.ModelRef{Provider: r.Provider, Model: r.Model}] {
+		r.Model = OtherLabel
+	}
+	tools := make([]turn.ToolOutcome, len(r.Tools))
+	for i, t := range r.Tools {
+		if !o.tools[t.Name] {
+			t.Name = OtherLabel
+		}
+		tools[i] = t
+	}
+	r.Tools = tools
+	o.m.turnDone(r)
+}
+
+// turnDone counts a turn whose label values are bounded.
+func (m *Metrics) turnDone(r turn.Report) {
 	m.streams.Dec()
 	m.turns.WithLabelValues(string(r.Reason)).Inc()
 	if r.FirstDelta > 0 {
@@ -82,7 +143,8 @@ func (m *Metrics) TurnDone(r turn.Report) {
 	}
 }
 
-// executed records one execution of a durable run.
+// executed records one execution of a durable run. tool is a durable tool of the agent's
+// bundle, a bounded set.
 func (m *Metrics) executed(tool, outcome string, d time.Duration) {
 	if m != nil {
 		m.executions.WithLabelValues(tool, outcome).Observe(d.Seconds())
@@ -114,12 +176,4 @@ func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, status := range []string{durable.Running, durable.AwaitingInput, durable.Sleeping, durable.Completed, durable.Failed, durable.Cancelled} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n[status]), status)
 	}
-}
-
-// observer is m as a turn.Observer: nil (no interface holding a nil pointer) without metrics.
-func observer(m *Metrics) turn.Observer {
-	if m == nil {
-		return nil
-	}
-	return m
 }

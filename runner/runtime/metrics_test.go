@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,8 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"svc/agent"
 	"svc/migrations/dbtest"
 	"svc/runner/durable"
+	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
 
@@ -98,5 +101,69 @@ func TestDurableMetrics(t *testing.T) {
 	}
 	if parked["awaiting-input"] != 1 || parked["completed"] != 1 || parked["sleeping"] != 0 {
 		t.Errorf("svc_durable_runs %v", parked)
+	}
+}
+
+// The model a client sends and the tool a model calls are chosen outside the agent: as label
+// values they would add series to /metrics without bound (30 chats with made-up model names
+// added 60 series; a 100 KB name made /metrics 221 KB). A model or tool the agent does not
+// define is counted as "other"; its configured models, the default model and echo keep their
+// names.
+func TestMetricsLabelsBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := runtime.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := modelstest.NewOpenAIServer(t, modelstest.Turn{Text: []string{"ok"}, Usage: modelstest.Usage{InputTokens: 3, OutputTokens: 1}})
+	ag := loadAgent(t, "support-desk")
+	ag.Config.Models["fast"] = agent.ModelRef{Provider: "openai", Model: "gpt-4o-mini"}
+	e := start(t, runtime.Options{Agent: ag, Metrics: m, Models: openaiModels(srv),
+		DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4.1"}})
+	for i := range 30 {
+		e.chat("", map[string]any{"message": "hi", "model": map[string]any{"provider": "openai", "model": fmt.Sprintf("made-up-%d", i)}})
+	}
+	e.chat("", map[string]any{"message": "hi", "model": map[string]any{"provider": "openai", "model": strings.Repeat("x", runtime.MaxModelNameLen)}})
+	e.chat("", map[string]any{"message": "hi", "model": map[string]any{"provider": "openai", "model": "gpt-4o-mini"}})
+	e.chat("", map[string]any{"message": `/tool store__tickets__get {"key": "acme-1"}`}) // echo, models.main
+	e.chat("", map[string]any{"message": `/tool ` + strings.Repeat("n", 1000) + ` {}`})  // no such tool
+	e.chat("", map[string]any{"message": `/tool made_up_tool {}`})                       // no such tool
+	if r := e.do("POST", "/chat/sync", "", map[string]any{"message": "hi", "model": map[string]any{"provider": "openai", "model": strings.Repeat("y", 100_000)}}); r.Status != 400 || r.JSON["field"] != "model.model" {
+		t.Errorf("a 100 KB model name: %d %s, want 400 naming model.model", r.Status, r.Body)
+	}
+	// The series, by their labels: the made-up and the over-long names are all "other".
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var series []string
+	values := map[string]float64{}
+	for _, f := range families {
+		if name := f.GetName(); name == "svc_model_tokens_total" || name == "svc_tool_calls_total" {
+			for _, mt := range f.GetMetric() {
+				s := name
+				for _, l := range mt.GetLabel() {
+					s += " " + l.GetName() + "=" + l.GetValue()
+				}
+				series = append(series, s)
+				values[s] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	want := []string{
+		"svc_model_tokens_total kind=input model=echo provider=echo",
+		"svc_model_tokens_total kind=input model=gpt-4o-mini provider=openai",
+		"svc_model_tokens_total kind=input model=other provider=openai",
+		"svc_model_tokens_total kind=output model=echo provider=echo",
+		"svc_model_tokens_total kind=output model=gpt-4o-mini provider=openai",
+		"svc_model_tokens_total kind=output model=other provider=openai",
+		"svc_tool_calls_total status=error tool=other",
+		"svc_tool_calls_total status=success tool=store__tickets__get",
+	}
+	if d := cmp.Diff(want, series); d != "" {
+		t.Errorf("series (-want +got):\n%s", d)
+	}
+	if got := values["svc_model_tokens_total kind=input model=other provider=openai"]; got != 31*3 {
+		t.Errorf("input tokens of the other models = %v, want the 31 turns' 93", got)
 	}
 }

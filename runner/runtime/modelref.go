@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,9 @@ import (
 // NewModels returns the default Options.Models: it resolves env: references of a model
 // reference with env, falls back to the provider's usual variables (OPENAI_API_KEY,
 // OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL) when the reference names no key or
-// endpoint, and keeps one provider per distinct reference. env nil resolves nothing. client nil
+// endpoint, and keeps one provider per distinct reference. A reference of provider openai or
+// anthropic without a key whose calls would go to the provider's public API is an error naming
+// the variable (checkKey). env nil resolves nothing. client nil
 // means a client whose transport keeps enough idle connections per model host for many
 // concurrent streams (the default transport keeps 2, so a busy runtime would dial a new
 // connection for most model calls).
@@ -54,6 +57,9 @@ func NewModels(env func(string) (string, bool), client *http.Client) func(agent.
 		if cfg.BaseURL == "" && urlVar != "" {
 			cfg.BaseURL, _ = env(urlVar)
 		}
+		if err := checkKey(cfg, keyVar); err != nil {
+			return nil, err
+		}
 		p, err := models.New(cfg, client)
 		if err != nil {
 			return nil, err
@@ -61,6 +67,28 @@ func NewModels(env func(string) (string, bool), client *http.Client) func(agent.
 		cache[ref] = p
 		return p, nil
 	}
+}
+
+// checkKey refuses a model of provider openai or anthropic without an API key whose calls
+// would go to the provider's public API: the conversation would be sent to a third party only
+// to be refused there. A base URL of the operator's own (a gateway that adds the key, a local
+// server) may go without one, as openai-compatible may.
+func checkKey(cfg models.Config, keyVar string) error {
+	if cfg.APIKey != "" || keyVar == "" {
+		return nil
+	}
+	public, base := "api.openai.com", models.DefaultOpenAIBaseURL
+	if cfg.Provider == models.ProviderAnthropic {
+		public, base = "api.anthropic.com", "https://api.anthropic.com"
+	}
+	if cfg.BaseURL != "" {
+		u, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
+		if err != nil || !strings.EqualFold(u.Hostname(), public) {
+			return nil // not the public API; a URL that does not parse fails on its own
+		}
+		base = cfg.BaseURL
+	}
+	return fmt.Errorf("apiKey: %s is not set (as an agent secret or in the runtime's environment, or as the model's apiKey in svc.json), and %s needs one", keyVar, base)
 }
 
 func resolveRef(field, value string, env func(string) (string, bool)) (string, error) {

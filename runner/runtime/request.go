@@ -31,6 +31,7 @@ const (
 	MaxScopeIDLen   = 256
 	MaxTitleLen     = 200
 	MaxQueuedLen    = 100_000 // characters of a queued message
+	MaxModelNameLen = 200     // characters of a request's model.model
 )
 
 // chatRequest is the chat body of spec §2.5, plus the body of the AI SDK's useChat
@@ -384,6 +385,9 @@ func checkCommon(scopeID string, metadata map[string]string, model *modelChoice,
 		}
 		if model.Model == "" && model.Provider != models.ProviderEcho {
 			return invalid("model.model", "is required")
+		}
+		if utf8.RuneCountInString(model.Model) > MaxModelNameLen {
+			return invalid("model.model", "at most %d characters", MaxModelNameLen)
 		}
 		switch model.Effort {
 		case "", models.EffortLow, models.EffortMedium, models.EffortHigh:

@@ -263,7 +263,7 @@ func New(opts Options) (*Runtime, error) {
 		Agent: rt.ag, AgentID: opts.AgentID, Profiles: rt.profiles, Cache: rt.cache, Store: rt.store,
 		Blobs: rt.blobs, Locker: rt.locker, Storage: opts.Storage, Models: rt.models,
 		DefaultModel: opts.DefaultModel, MaxTurns: opts.MaxTurns, ContextWindow: opts.ContextWindow,
-		Approvals: rt.hub, ApprovalTimeout: opts.ApprovalTimeout, Observer: observer(opts.Metrics),
+		Approvals: rt.hub, ApprovalTimeout: opts.ApprovalTimeout, Observer: newTurnMetrics(opts.Metrics, rt.ag, opts.DefaultModel, rt.profiles.ToolNames()),
 		Tracer: opts.Tracer, DeployID: opts.DeployID,
 		Logger: rt.log, Now: rt.now,
 	})

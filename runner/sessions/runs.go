@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"time"
 
@@ -53,6 +54,17 @@ type Run struct {
 // a RunRecorder (memstore, under svc dev) records no runs.
 type RunRecorder interface {
 	SaveRun(ctx context.Context, s *Session, from int, run *Run) error
+}
+
+// ErrNoTrace is returned by TraceFinder.TraceSession when no run of the agent has the trace id.
+var ErrNoTrace = errors.New("sessions: no run has this trace id")
+
+// TraceFinder is optionally implemented by a RunRecorder: TraceSession returns the session of
+// agentID's run whose turn was traced as traceID, or ErrNoTrace (also for the run of another
+// agent, or a trace id no turn had). POST /feedback checks a trace_id with it. It is safe for
+// concurrent use.
+type TraceFinder interface {
+	TraceSession(ctx context.Context, agentID, traceID string) (sessionID string, err error)
 }
 
 // SaveRun is store.Save, recording run with it when run is not nil and store is a RunRecorder.

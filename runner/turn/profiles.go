@@ -89,6 +89,17 @@ func NewProfiles(ag *agent.Agent, ext tools.Extensions, extra []tools.Tool) *Pro
 	return ps
 }
 
+// ToolNames returns the names of the tools any profile offers, sorted.
+func (ps *Profiles) ToolNames() []string {
+	set := map[string]bool{}
+	for _, p := range ps.m {
+		for _, n := range p.Tools.Set.Names() {
+			set[n] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
 // Resolve picks the profile of a request's agent and skill fields and the agent name a session
 // records: "default" when the request names none and the agent has a default named agent. An
 // unknown name is an Invalid Error naming the field.

@@ -27,6 +27,7 @@ var (
 	_ sessions.Refresher   = (*Store)(nil)
 	_ sessions.Sizer       = (*Store)(nil)
 	_ sessions.RunRecorder = (*Store)(nil)
+	_ sessions.TraceFinder = (*Store)(nil)
 )
 
 // New returns a store over db, which must carry migration 00003.

@@ -25,6 +25,9 @@ func TestStore(t *testing.T) {
 			if err := db.Exec("DELETE FROM sessions").Error; err != nil {
 				t.Fatal(err)
 			}
+			if err := db.Exec("DELETE FROM runs").Error; err != nil {
+				t.Fatal(err)
+			}
 			return dbstore.New(db)
 		})
 	})

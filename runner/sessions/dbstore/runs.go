@@ -1,6 +1,7 @@
 package dbstore
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -56,6 +57,23 @@ func toRunRow(r *sessions.Run) (*runRow, error) {
 		UserKey: r.Metadata["userId"], Screen: r.Metadata["screen"], Metadata: meta,
 		StartedAt: r.StartedAt.UTC(), EndedAt: r.EndedAt.UTC(),
 	}, nil
+}
+
+// TraceSession implements sessions.TraceFinder: the session of the agent's run traced as
+// traceID (index runs_agent_trace, migration 00015).
+func (st *Store) TraceSession(ctx context.Context, agentID, traceID string) (string, error) {
+	if traceID == "" {
+		return "", sessions.ErrNoTrace
+	}
+	var ids []string
+	err := st.db.WithContext(ctx).Table("runs").Where("agent_id = ? AND trace_id = ?", agentID, traceID).Limit(1).Pluck("session_id", &ids).Error
+	if err != nil {
+		return "", fmt.Errorf("find the run of trace %s: %w", traceID, err)
+	}
+	if len(ids) == 0 {
+		return "", sessions.ErrNoTrace
+	}
+	return ids[0], nil
 }
 
 // messageBatch is how many history entries one insert carries.

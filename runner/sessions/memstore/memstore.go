@@ -10,20 +10,31 @@ import (
 )
 
 // Store is an in-memory sessions.Store. Its zero value is not ready; use New.
+//
+// It is a sessions.RunRecorder that keeps of each run only its trace id, for TraceSession
+// (POST /feedback checks a trace_id with it); svc dev lists no runs.
 type Store struct {
 	mu   sync.RWMutex
 	recs map[string]*record
+	// traces maps the trace id of each traced run to its session; a session's go with it.
+	traces map[string]traceOf
 }
 
 type record struct {
-	s    sessions.Session // Messages nil
-	msgs []sessions.Entry // owned by the store; handed out with clipped capacity
+	s      sessions.Session // Messages nil
+	msgs   []sessions.Entry // owned by the store; handed out with clipped capacity
+	traces []string         // the trace ids of the session's runs
 }
 
+// traceOf is the agent and session of a traced run.
+type traceOf struct{ agentID, sessionID string }
+
 var (
-	_ sessions.Store    = (*Store)(nil)
-	_ sessions.InMemory = (*Store)(nil)
-	_ sessions.Sizer    = (*Store)(nil)
+	_ sessions.Store       = (*Store)(nil)
+	_ sessions.InMemory    = (*Store)(nil)
+	_ sessions.Sizer       = (*Store)(nil)
+	_ sessions.RunRecorder = (*Store)(nil)
+	_ sessions.TraceFinder = (*Store)(nil)
 )
 
 // AgentStoredBytes implements sessions.Sizer.
@@ -43,7 +54,7 @@ func (st *Store) AgentStoredBytes(_ context.Context, agentID string) (int64, err
 func (st *Store) InMemory() bool { return true }
 
 // New returns an empty store.
-func New() *Store { return &Store{recs: make(map[string]*record)} }
+func New() *Store { return &Store{recs: make(map[string]*record), traces: make(map[string]traceOf)} }
 
 // Load implements sessions.Store. The returned history shares its entries with the store.
 func (st *Store) Load(ctx context.Context, id string) (*sessions.Session, error) {
@@ -60,6 +71,11 @@ func (st *Store) Load(ctx context.Context, id string) (*sessions.Session, error)
 
 // Save implements sessions.Store.
 func (st *Store) Save(ctx context.Context, s *sessions.Session, from int) error {
+	return st.SaveRun(ctx, s, from, nil)
+}
+
+// SaveRun implements sessions.RunRecorder: Save, keeping the trace id of run (when it has one).
+func (st *Store) SaveRun(ctx context.Context, s *sessions.Session, from int, run *sessions.Run) error {
 	c := s.Clone()
 	c.Messages = nil
 	st.mu.Lock()
@@ -68,6 +84,12 @@ func (st *Store) Save(ctx context.Context, s *sessions.Session, from int) error 
 	if !ok {
 		rec = &record{}
 		st.recs[s.ID] = rec
+	}
+	if run != nil && run.TraceID != "" {
+		if _, known := st.traces[run.TraceID]; !known {
+			st.traces[run.TraceID] = traceOf{agentID: run.AgentID, sessionID: s.ID}
+			rec.traces = append(rec.traces, run.TraceID)
+		}
 	}
 	rec.s = *c
 	// Sequence numbers are indices, so the entries not stored yet are exactly s.Messages[len(rec.msgs):]
@@ -110,11 +132,25 @@ func (st *Store) List(ctx context.Context, q sessions.Query) ([]*sessions.Sessio
 func (st *Store) Delete(ctx context.Context, id string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, ok := st.recs[id]; !ok {
+	rec, ok := st.recs[id]
+	if !ok {
 		return sessions.ErrNotFound
+	}
+	for _, tr := range rec.traces {
+		delete(st.traces, tr)
 	}
 	delete(st.recs, id)
 	return nil
+}
+
+// TraceSession implements sessions.TraceFinder.
+func (st *Store) TraceSession(_ context.Context, agentID, traceID string) (string, error) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	if t, ok := st.traces[traceID]; ok && t.agentID == agentID {
+		return t.sessionID, nil
+	}
+	return "", sessions.ErrNoTrace
 }
 
 // hasMetadata reports whether have holds every key of want with its value.

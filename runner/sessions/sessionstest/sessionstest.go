@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sessions.Store) {
 		{"Concurrent", testConcurrent},
 		{"Refresh", testRefresh},
 		{"StoredBytes", testStoredBytes},
+		{"TraceSession", testTraceSession},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -223,6 +224,43 @@ func testListLimit(t *testing.T, st sessions.Store) {
 	}
 	if list[0].ID != fmt.Sprintf("s%04d", sessions.DefaultListLimit+2) {
 		t.Errorf("newest first: got %s", list[0].ID)
+	}
+}
+
+// testTraceSession: a store that records runs and finds them by trace (sessions.TraceFinder)
+// answers the session of the agent's run with that trace, ErrNoTrace for a trace no run of the
+// agent had, and forgets a session's traces with it. Other stores skip it.
+func testTraceSession(t *testing.T, st sessions.Store) {
+	rec, ok1 := st.(sessions.RunRecorder)
+	tf, ok2 := st.(sessions.TraceFinder)
+	if !ok1 || !ok2 {
+		t.Skip("the store does not find runs by trace")
+	}
+	ctx := context.Background()
+	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	s := sample("s1")
+	run := &sessions.Run{ID: "run_1", AgentID: s.AgentID, SessionID: s.ID, Kind: sessions.RunChat, StartedAt: base,
+		EndedAt: base.Add(time.Second), Reason: "model_stop", TraceID: trace}
+	if err := rec.SaveRun(ctx, s, 0, run); err != nil {
+		t.Fatal(err)
+	}
+	untraced := sample("s2")
+	if err := rec.SaveRun(ctx, untraced, 0, &sessions.Run{ID: "run_2", AgentID: s.AgentID, SessionID: "s2", StartedAt: base, EndedAt: base, Reason: "model_stop"}); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := tf.TraceSession(ctx, s.AgentID, trace); err != nil || id != "s1" {
+		t.Errorf("TraceSession = %q, %v; want s1", id, err)
+	}
+	for _, q := range []struct{ agent, trace string }{{"ag_other", trace}, {s.AgentID, "00000000000000000000000000000001"}, {s.AgentID, ""}} {
+		if id, err := tf.TraceSession(ctx, q.agent, q.trace); !errors.Is(err, sessions.ErrNoTrace) {
+			t.Errorf("TraceSession(%q, %q) = %q, %v; want ErrNoTrace", q.agent, q.trace, id, err)
+		}
+	}
+	if err := st.Delete(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := tf.TraceSession(ctx, s.AgentID, trace); !errors.Is(err, sessions.ErrNoTrace) {
+		t.Errorf("TraceSession after Delete = %q, %v; want ErrNoTrace", id, err)
 	}
 }
 
