@@ -18,6 +18,7 @@ import (
 	"svc/runner/runtime"
 	"svc/runner/sandbox"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 )
 
@@ -207,10 +208,25 @@ const (
 )
 
 // newSandbox is the process's handler sandbox.
-func newSandbox(memoryMB, procs int, log *slog.Logger) (*sandbox.Pool, error) {
+// reg, when not nil, gets its metrics.
+func newSandbox(memoryMB, procs int, log *slog.Logger, reg prometheus.Registerer) (*sandbox.Pool, error) {
 	pool, err := sandbox.New(sandbox.Config{MemoryMB: memoryMB, MaxProcs: procs, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("handler sandbox: %w", err)
+	}
+	if reg != nil {
+		stat := func(f func(sandbox.Stats) float64) func() float64 { return func() float64 { return f(pool.Stats()) } }
+		if err := errors.Join(
+			reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_handler_sandbox_workers", Help: "Handler sandbox worker processes alive (idle or running a call)."},
+				stat(func(s sandbox.Stats) float64 { return float64(s.Procs) }))),
+			reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_handler_sandbox_kills_total", Help: "Handler sandbox workers killed because their call went over SVC_HANDLER_MEMORY_MB (reason memory) or did not stop at its deadline (reason deadline).",
+				ConstLabels: prometheus.Labels{"reason": "memory"}}, stat(func(s sandbox.Stats) float64 { return float64(s.KilledMemory) }))),
+			reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "svc_handler_sandbox_kills_total", Help: "Handler sandbox workers killed because their call went over SVC_HANDLER_MEMORY_MB (reason memory) or did not stop at its deadline (reason deadline).",
+				ConstLabels: prometheus.Labels{"reason": "deadline"}}, stat(func(s sandbox.Stats) float64 { return float64(s.KilledOverran) }))),
+		); err != nil {
+			_ = pool.Close()
+			return nil, err
+		}
 	}
 	return pool, nil
 }

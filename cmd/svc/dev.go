@@ -69,7 +69,7 @@ func devCommand() *cobra.Command {
 				*s.dst = n
 			}
 		}
-		pool, err := newSandbox(memoryMB, procs, log)
+		pool, err := newSandbox(memoryMB, procs, log, nil)
 		if err != nil {
 			return err
 		}

@@ -64,6 +64,11 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s moved by %v, want at least %v", key, after[key]-before[key], min)
 		}
 	}
+	for _, key := range []string{"svc_handler_sandbox_workers", "svc_handler_sandbox_kills_total|memory", "svc_handler_sandbox_kills_total|deadline"} {
+		if _, ok := after[key]; !ok {
+			t.Errorf("/metrics has no %s", key)
+		}
+	}
 	for _, gauge := range []string{"svc_queue_pending_tasks", "svc_queue_oldest_pending_seconds", "svc_chat_turns_active"} {
 		if v, ok := after[gauge]; !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0 once the work is done", gauge, v, ok)

@@ -225,7 +225,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	if err := workers.RegisterQueueMetrics(p.metrics, p.queue); err != nil {
 		return nil, err
 	}
-	if p.sandbox, err = newSandbox(cfg.HandlerMemoryMB, cfg.HandlerProcs, log); err != nil {
+	if p.sandbox, err = newSandbox(cfg.HandlerMemoryMB, cfg.HandlerProcs, log, p.metrics); err != nil {
 		return nil, err
 	}
 	p.closers = append(p.closers, p.sandbox.Close)

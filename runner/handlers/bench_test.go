@@ -3,11 +3,18 @@ package handlers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"svc/agent"
 	"svc/agent/agenttest"
 	"svc/runner/handlers"
+	"svc/runner/sandbox"
 	"svc/runner/tools"
 )
 
@@ -48,4 +55,63 @@ func benchCalls(b *testing.B, h *handlers.Tool, c tools.Call) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkWarmSandboxes measures memory with 50 agents' handlers warm: 50 tools, each a
+// different program (a different agent), each called 8 times at once so that every worker of
+// the pool (8) has run and compiled each of them. It reports the resident set of this process
+// (the runner's side) and of the workers (RSS summed, and PSS: their shared pages counted once).
+// Run it with -benchtime 1x. SVC_BENCH_WORKER=bin/svc makes the workers that binary, as in
+// production, instead of this test binary.
+func BenchmarkWarmSandboxes(b *testing.B) {
+	pool, err := sandbox.New(sandbox.Config{MaxProcs: 8, MaxPerKey: 8, Path: os.Getenv("SVC_BENCH_WORKER")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = pool.Close() })
+	const agents = 50
+	hs := make([]*handlers.Tool, agents)
+	for i := range hs {
+		hs[i] = newTool(b, fmt.Sprintf("const greeting = %q;\nexport default async function (p: {n: number}) {\n  await null;\n  return {greeting, n: p.n + %d};\n}\n",
+			strings.Repeat("hello ", 100)+strconv.Itoa(i), i), handlers.Options{Sandbox: pool, Key: "agent-" + strconv.Itoa(i)})
+	}
+	for b.Loop() {
+		for _, h := range hs {
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() {
+					if _, err := h.Call(b.Context(), tools.Call{ID: "c", Arguments: json.RawMessage(`{"n": 1}`)}); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+	}
+	runtime.GC()
+	var rss, pss int64
+	pids := pool.PIDs()
+	for _, pid := range pids {
+		rss += pidRSS(pid)
+		pss += pidPSS(pid)
+	}
+	b.ReportMetric(float64(pidRSS(os.Getpid()))/(1<<20), "runner-MiB")
+	b.ReportMetric(float64(len(pids)), "workers")
+	b.ReportMetric(float64(rss)/(1<<20), "workers-RSS-MiB")
+	b.ReportMetric(float64(pss)/(1<<20), "workers-PSS-MiB")
+}
+
+// pidPSS is a process's proportional set size in bytes (smaps_rollup), 0 when unknown.
+func pidPSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }

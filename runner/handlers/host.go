@@ -82,7 +82,7 @@ func (t *Tool) exec(ctx context.Context, call tools.Call, j *Journal) (tools.Res
 		defer close(asked)
 		_ = w.Send(cancelFrame) // a dead worker is noticed by the serve loop
 		mu.Lock()
-		kill = time.AfterFunc(pool.Grace(), func() { w.Kill(nil) })
+		kill = time.AfterFunc(pool.Grace(), func() { w.Kill(sandbox.ErrOverran) })
 		mu.Unlock()
 	})
 	h := &hostCall{t: t, w: w, ctx: ctx, call: call, j: j, depth: depth}

@@ -175,8 +175,8 @@ func TestSandboxRecoversAfterKills(t *testing.T) {
 			t.Errorf("round %d plain call: %q, %v", round, res.Content, err)
 		}
 	}
-	if s := pool.Stats(); s.Procs > 2 {
-		t.Errorf("pool has %d workers, more than its 2", s.Procs)
+	if s := pool.Stats(); s.Procs > 2 || s.KilledMemory != 3 || s.KilledOverran != 3 {
+		t.Errorf("pool stats %+v: want at most 2 workers, 3 killed over memory and 3 over their deadline", s)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,8 @@ var (
 	ErrMemory = errors.New("sandbox: over the memory cap")
 	// ErrBusy is wrapped by the error of an Acquire that found no worker free in time.
 	ErrBusy = errors.New("sandbox: every worker is busy")
+	// ErrOverran is the reason to give Kill for a worker that did not stop its call in time.
+	ErrOverran = errors.New("sandbox: the call did not stop at its deadline")
 )
 
 // Config configures a Pool. Zero values take the defaults above.
@@ -96,6 +99,8 @@ type Pool struct {
 	freed   chan struct{} // closed (and replaced) when a worker is released
 	closed  bool
 	started int // workers started, for Stats
+
+	killedMemory, killedOverran atomic.Int64 // for Stats
 
 	stop chan struct{}
 	wg   sync.WaitGroup // the monitor and every worker's waiter
@@ -205,13 +210,17 @@ type Stats struct {
 	Procs   int // workers alive (idle or busy)
 	Idle    int
 	Started int // workers started since New
+	// KilledMemory counts workers that went over the memory cap; KilledOverran those killed
+	// because their call did not stop at its deadline.
+	KilledMemory, KilledOverran int64
 }
 
 // Stats returns the pool's counts now.
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Procs: len(p.procs), Idle: len(p.idle), Started: p.started}
+	return Stats{Procs: len(p.procs), Idle: len(p.idle), Started: p.started,
+		KilledMemory: p.killedMemory.Load(), KilledOverran: p.killedOverran.Load()}
 }
 
 // PIDs returns the process ids of the workers alive, for measurements.

@@ -37,8 +37,9 @@ type Proc struct {
 	reason error // why the pool or the caller killed it; nil when not killed or killed quietly
 	killed bool
 
-	done    chan struct{} // closed when the process was waited for
-	waitErr error
+	done       chan struct{} // closed when the process was waited for
+	waitErr    error
+	memoryOnce sync.Once // counts a worker that ended itself over its cap once
 }
 
 // start starts the worker and waits for its first frame, which says it serves.
@@ -143,6 +144,12 @@ func (w *Proc) Kill(reason error) {
 	w.killMu.Lock()
 	if !w.killed || (w.reason == nil && reason != nil) {
 		w.reason = reason
+		switch {
+		case errors.Is(reason, ErrMemory):
+			w.pool.killedMemory.Add(1)
+		case errors.Is(reason, ErrOverran):
+			w.pool.killedOverran.Add(1)
+		}
 	}
 	w.killed = true
 	if w.cmd != nil {
@@ -185,6 +192,7 @@ func (w *Proc) Died() error {
 	tail := w.stderr.String()
 	var ee *exec.ExitError
 	if errors.As(w.waitErr, &ee) && ee.ExitCode() == ExitMemory || strings.Contains(tail, "out of memory") {
+		w.memoryOnce.Do(func() { w.pool.killedMemory.Add(1) })
 		return fmt.Errorf("its worker went over the memory cap of %d MiB per call (SVC_HANDLER_MEMORY_MB): %w", w.pool.cfg.MemoryMB, ErrMemory)
 	}
 	if line := lastLine(tail); line != "" {
