@@ -210,7 +210,8 @@ const (
 // newSandbox is the process's handler sandbox.
 // reg, when not nil, gets its metrics.
 func newSandbox(memoryMB, procs int, log *slog.Logger, reg prometheus.Registerer) (*sandbox.Pool, error) {
-	pool, err := sandbox.New(sandbox.Config{MemoryMB: memoryMB, MaxProcs: procs, Logger: log})
+	// The argument only names the workers in ps: main serves them before it reads arguments.
+	pool, err := sandbox.New(sandbox.Config{MemoryMB: memoryMB, MaxProcs: procs, Logger: log, Args: []string{"handler-sandbox"}})
 	if err != nil {
 		return nil, fmt.Errorf("handler sandbox: %w", err)
 	}

@@ -60,7 +60,8 @@ func benchCalls(b *testing.B, h *handlers.Tool, c tools.Call) {
 // BenchmarkWarmSandboxes measures memory with 50 agents' handlers warm: 50 tools, each a
 // different program (a different agent), each called 8 times at once so that every worker of
 // the pool (8) has run and compiled each of them. It reports the resident set of this process
-// (the runner's side) and of the workers (RSS summed, and PSS: their shared pages counted once).
+// (the runner's side) and of the workers: RSS summed, PSS (shared pages divided among the
+// processes that map them) and private memory (what each worker adds).
 // Run it with -benchtime 1x. SVC_BENCH_WORKER=bin/svc makes the workers that binary, as in
 // production, instead of this test binary.
 func BenchmarkWarmSandboxes(b *testing.B) {
@@ -89,26 +90,29 @@ func BenchmarkWarmSandboxes(b *testing.B) {
 		}
 	}
 	runtime.GC()
-	var rss, pss int64
+	var rss, pss, private int64
 	pids := pool.PIDs()
 	for _, pid := range pids {
 		rss += pidRSS(pid)
-		pss += pidPSS(pid)
+		pss += smaps(pid, "Pss:")
+		private += smaps(pid, "Private_Clean:") + smaps(pid, "Private_Dirty:")
 	}
 	b.ReportMetric(float64(pidRSS(os.Getpid()))/(1<<20), "runner-MiB")
 	b.ReportMetric(float64(len(pids)), "workers")
 	b.ReportMetric(float64(rss)/(1<<20), "workers-RSS-MiB")
 	b.ReportMetric(float64(pss)/(1<<20), "workers-PSS-MiB")
+	b.ReportMetric(float64(private)/(1<<20), "workers-private-MiB")
 }
 
-// pidPSS is a process's proportional set size in bytes (smaps_rollup), 0 when unknown.
-func pidPSS(pid int) int64 {
+// smaps is a field of a process's smaps_rollup in bytes ("Pss:", "Private_Dirty:"), 0 when
+// unknown.
+func smaps(pid int, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10
 		}
