@@ -29,19 +29,27 @@ var _ Store = (*DB)(nil)
 
 // NewDB returns a Store over db.
 func NewDB(db *gorm.DB) *DB {
-	value, at := "?", "?"
+	value, at, lock := "?", "?", ""
 	if db.Dialector.Name() == "postgres" {
 		// The parameters of an INSERT ... SELECT have no target type to infer.
 		value, at = "CAST(? AS JSON)", "CAST(? AS TIMESTAMPTZ)"
+		// The fence: the run's row is share-locked until the entry commits. Without the lock,
+		// an INSERT whose snapshot predates a claim would still see the old attempt and commit
+		// after the claim, where the claimer, which read the journal in between, never sees it.
+		// With it, a claim in flight makes the INSERT wait and then check the claimed row (no
+		// longer its attempt: nothing written), and an INSERT in flight makes the claim wait
+		// until the entry is there to read.
+		lock = " FOR SHARE"
 	}
 	// One statement: the entry is written only while the run is running under the attempt, its
 	// seq one past the run's last. ON CONFLICT leaves an existing key alone, and Record tells
 	// the two ways of writing nothing apart only then. Concurrent recordings on Postgres may share
 	// a seq (each sees the other's MAX uncommitted), so seq is not unique: Journal orders ties by
-	// time and key.
+	// time and key. (SQLite needs no lock: a write statement holds the database's one write lock
+	// from before it reads.)
 	recordSQL := `INSERT INTO durable_journal (run_id, key, seq, value, at) ` +
 		`SELECT ?, ?, COALESCE((SELECT MAX(seq) FROM durable_journal WHERE run_id = ?), 0) + 1, ` + value + `, ` + at + ` ` +
-		`WHERE EXISTS (SELECT 1 FROM durable_runs WHERE id = ? AND attempt = ? AND status = '` + Running + `') ` +
+		`WHERE EXISTS (SELECT 1 FROM durable_runs WHERE id = ? AND attempt = ? AND status = '` + Running + `'` + lock + `) ` +
 		`ON CONFLICT (run_id, key) DO NOTHING`
 	// Each write is one statement (Answer opens its own transaction): gorm's default wrapping of
 	// a single UPDATE in BEGIN and COMMIT would only add round trips.
