@@ -14,9 +14,9 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// DB is a Store over a gorm database that carries migration 00012 (SQLite or Postgres). Every
-// change of a run is a conditional UPDATE, so that runtimes sharing the database never advance a
-// run twice.
+// DB is a Store over a gorm database that carries migrations 00012 and 00015 (SQLite or
+// Postgres). Every change of a run is a conditional UPDATE, so that runtimes sharing the
+// database never advance a run twice.
 type DB struct {
 	db *gorm.DB
 	// recordSQL is the one statement of Record, in db's dialect.
@@ -58,7 +58,7 @@ func NewDB(db *gorm.DB) *DB {
 	if db.Dialector.Name() == "postgres" {
 		// The claim and the answer's entry in one round trip: a data-modifying WITH is one
 		// statement, so a failed insert (the key exists) undoes the claim too.
-		s.answerSQL = `WITH u AS (UPDATE durable_runs SET status = '` + Running + `', attempt = attempt + 1, ` +
+		s.answerSQL = `WITH u AS (UPDATE durable_runs SET status = '` + Running + `', attempt = attempt + 1, executions = 1, ` +
 			`lease_until = CAST(? AS TIMESTAMPTZ), answered_by = ?, updated_at = CAST(? AS TIMESTAMPTZ) ` +
 			`WHERE id = ? AND agent_id = ? AND status IN ('` + AwaitingInput + `', '` + Sleeping + `') AND pause_key = ? RETURNING *), ` +
 			`j AS (INSERT INTO durable_journal (run_id, key, seq, value, at) ` +
@@ -85,6 +85,7 @@ type runRow struct {
 	Result          sql.NullString
 	Error           string
 	Attempt         int
+	Executions      int
 	LeaseUntil      sql.NullTime
 	CreatedAt       time.Time `gorm:"autoCreateTime:false"`
 	UpdatedAt       time.Time `gorm:"autoUpdateTime:false"`
@@ -108,7 +109,7 @@ func toRow(r Run) (runRow, error) {
 	row := runRow{ID: r.ID, AgentID: r.AgentID, DeployID: r.DeployID, ToolName: r.ToolName,
 		ParentSessionID: r.ParentSessionID, Owner: r.Owner, ScopeID: r.ScopeID, Status: r.Status,
 		Input: rawText(r.Input), AnsweredBy: r.AnsweredBy, Result: rawText(r.Result), Error: r.Error,
-		Attempt: r.Attempt, LeaseUntil: nullTime(r.LeaseUntil), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		Attempt: r.Attempt, Executions: r.Executions, LeaseUntil: nullTime(r.LeaseUntil), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	if r.Context != nil {
 		b, err := json.Marshal(r.Context)
 		if err != nil {
@@ -127,7 +128,7 @@ func (row runRow) run() (Run, error) {
 	r := Run{ID: row.ID, AgentID: row.AgentID, DeployID: row.DeployID, ToolName: row.ToolName,
 		ParentSessionID: row.ParentSessionID, Owner: row.Owner, ScopeID: row.ScopeID, Status: row.Status,
 		Input: textRaw(row.Input), AnsweredBy: row.AnsweredBy, Result: textRaw(row.Result), Error: row.Error,
-		Attempt: row.Attempt, CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
+		Attempt: row.Attempt, Executions: row.Executions, CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
 	if row.LeaseUntil.Valid {
 		r.LeaseUntil = row.LeaseUntil.Time.UTC()
 	}
@@ -334,6 +335,7 @@ func (s *DB) Claim(ctx context.Context, agentID, id string, from []string, now, 
 	res := q.Updates(map[string]any{
 		"status":      Running,
 		"attempt":     gorm.Expr("attempt + 1"),
+		"executions":  gorm.Expr("CASE WHEN status = ? THEN executions + 1 ELSE 1 END", Running),
 		"lease_until": leaseUntil.UTC(),
 		"updated_at":  now.UTC(),
 	})
@@ -383,6 +385,7 @@ func (s *DB) Answer(ctx context.Context, agentID, id, key string, value json.Raw
 			Updates(map[string]any{
 				"status":      Running,
 				"attempt":     gorm.Expr("attempt + 1"),
+				"executions":  1,
 				"lease_until": leaseUntil.UTC(),
 				"answered_by": by,
 				"updated_at":  now.UTC(),

@@ -148,3 +148,50 @@ func TestNoStaleWriteAfterClaim(t *testing.T) {
 		}
 	})
 }
+
+// Executions counts the executions since the run last waited at a pause: a claim of a lapsed
+// lease adds one, an answer or a claim from a pause starts again at 1.
+func TestExecutions(t *testing.T) {
+	eachStore(t, func(t *testing.T, s durable.Store) {
+		ctx := context.Background()
+		r := newRun("run_1", durable.Running, 1)
+		r.Executions, r.LeaseUntil = 1, t0
+		mustCreate(t, s, r)
+		if got, err := s.Get(ctx, "agt", "run_1"); err != nil || got.Executions != 1 {
+			t.Fatalf("created = %+v, %v", got, err)
+		}
+		now := t0
+		for want := 2; want <= 4; want++ {
+			now = now.Add(time.Minute)
+			got, err := s.Claim(ctx, "agt", "run_1", nil, now, now) // a lease that lapses at once
+			if err != nil || got.Executions != want || got.Attempt != want {
+				t.Fatalf("lapsed claim %d = %+v, %v", want, got, err)
+			}
+		}
+		park := durable.Run{ID: "run_1", AgentID: "agt", Attempt: 4, Status: durable.AwaitingInput,
+			Pause: &durable.Pause{Kind: durable.PauseInput, Key: "input#1"}}
+		if got, err := s.Settle(ctx, park); err != nil || got.Executions != 4 {
+			t.Fatalf("parked = %+v, %v", got, err)
+		}
+		now = now.Add(time.Minute)
+		got, err := s.Answer(ctx, "agt", "run_1", "input#1", json.RawMessage(`{"value":"x"}`), "u", now, now)
+		if err != nil || got.Executions != 1 || got.Attempt != 5 {
+			t.Fatalf("answered = %+v, %v", got, err)
+		}
+		now = now.Add(time.Minute)
+		if got, err := s.Claim(ctx, "agt", "run_1", nil, now, now.Add(time.Minute)); err != nil || got.Executions != 2 {
+			t.Fatalf("lapsed claim after the answer = %+v, %v", got, err)
+		}
+		park.Attempt, park.Pause = 6, &durable.Pause{Kind: durable.PauseSleep, Key: "sleep#1"}
+		park.Status = durable.Sleeping
+		if _, err := s.Settle(ctx, park); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Claim(ctx, "agt", "run_1", []string{durable.Sleeping}, now, now.Add(time.Minute)); err != nil || got.Executions != 1 {
+			t.Errorf("claim from a pause = %+v, %v", got, err)
+		}
+		if got, err := s.Get(ctx, "agt", "run_1"); err != nil || got.Executions != 1 || got.Attempt != 7 {
+			t.Errorf("stored = %+v, %v", got, err)
+		}
+	})
+}
