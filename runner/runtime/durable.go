@@ -246,13 +246,38 @@ func (rt *Runtime) runtimeOf(ctx context.Context, run durable.Run) (*Runtime, er
 
 // resumeRun executes a run this process just claimed, on the runtime of its deployment.
 func (rt *Runtime) resumeRun(ctx context.Context, run durable.Run) durable.Run {
-	rt.schedule(ctx, run, run.LeaseUntil) // should this execution die, the run resumes then
-	target, err := rt.runtimeOf(ctx, run)
-	if err != nil {
-		rt.log.ErrorContext(ctx, "load the deployment of a durable run; it resumes at its next wake-up", "run", run.ID, "deploy_id", run.DeployID, "err", err)
+	target := rt.resumeOn(ctx, run)
+	if target == nil {
 		return run
 	}
 	return target.execute(ctx, run, nil)
+}
+
+// resumeInBackground executes a run this process just claimed as resumeRun does, in a goroutine
+// of the runtime that executes it, whose Close waits for it. A runtime that is closing executes
+// nothing: the run then resumes at its lease's wake-up.
+func (rt *Runtime) resumeInBackground(ctx context.Context, run durable.Run) {
+	target := rt.resumeOn(ctx, run)
+	if target == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if !target.executions.start(func() { target.execute(ctx, run, nil) }) {
+		rt.log.WarnContext(ctx, "the runtime is closing: the durable run resumes at its lease's wake-up", "run", run.ID, "lease_until", run.LeaseUntil)
+	}
+}
+
+// resumeOn schedules the wake-up that resumes a run this process just claimed should its
+// execution die, and returns the runtime of its deployment; nil when that cannot be loaded (the
+// wake-up resumes the run then).
+func (rt *Runtime) resumeOn(ctx context.Context, run durable.Run) *Runtime {
+	rt.schedule(ctx, run, run.LeaseUntil)
+	target, err := rt.runtimeOf(ctx, run)
+	if err != nil {
+		rt.log.ErrorContext(ctx, "load the deployment of a durable run; it resumes at its next wake-up", "run", run.ID, "deploy_id", run.DeployID, "err", err)
+		return nil
+	}
+	return target
 }
 
 // Wake does what is due for a run (a Wakeup): ends its sleep, applies its pause's timeout, or

@@ -48,7 +48,7 @@ func recordOf(r durable.Run) runRecord {
 	out := runRecord{SessionID: r.ID, ToolName: r.ToolName, Status: r.Status, ParentSessionID: r.ParentSessionID,
 		DeployID: r.DeployID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, AnsweredBy: r.AnsweredBy,
 		Result: r.Result, Error: r.Error}
-	if p := r.Pause; p != nil && !durable.Ended(r.Status) {
+	if p := r.Pause; p != nil && durable.Parked(r.Status) {
 		out.Pause = &pauseRecord{Kind: p.Kind, Question: p.Question, Context: p.Context, InputType: p.InputType,
 			Options: p.Options, Payload: p.Payload, AllowEdits: p.AllowEdits, EligibleAnswerers: p.EligibleAnswerers,
 			ExcludeAnswerers: p.ExcludeAnswerers, WakeAt: p.WakeAt, ExpiresAt: p.ExpiresAt}
@@ -145,8 +145,9 @@ type answerRequest struct {
 }
 
 // answerRun serves POST /api/sessions/{id}/answer: it checks the caller may answer, records the
-// answer once, and resumes the run, answering with the record once the run finished or parked
-// again (spec 3.2, 4.4, 7; CONTRACT §6).
+// answer once and claims the run, answers with the record (status running), and resumes the run
+// in the background (spec 3.2, 4.4, 7; CONTRACT §6): however long the handler takes, the answer
+// does not wait for it.
 func (rt *Runtime) answerRun(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body answerRequest
 	if err := readJSON(w, r, &body); err != nil {
@@ -179,7 +180,8 @@ func (rt *Runtime) answerRun(w http.ResponseWriter, r *http.Request, c *caller) 
 		return err
 	}
 	rt.publishRun(r.Context(), claimed)
-	writeJSON(w, http.StatusOK, recordOf(rt.resumeRun(r.Context(), claimed)))
+	rt.resumeInBackground(r.Context(), claimed)
+	writeJSON(w, http.StatusOK, recordOf(claimed))
 	return nil
 }
 
