@@ -2,18 +2,32 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"svc/agent"
+	"svc/migrations/dbtest"
 	"svc/runner/durable"
 	"svc/runner/runtime"
 )
 
-// An answered run resumes in the background: the answer does not wait for its execution.
+// One execution of a durable run at a time (issue 23): an execution that runs past its lease is
+// fenced off by the next one, and a run whose executions keep doing so fails.
+
+// eachDurableStore runs fn as subtests memory, sqlite and postgres, each on a fresh store.
+func eachDurableStore(t *testing.T, fn func(t *testing.T, s durable.Store)) {
+	t.Run("memory", func(t *testing.T) { fn(t, &durable.Memory{}) })
+	t.Run("sqlite", func(t *testing.T) { fn(t, durable.NewDB(dbtest.SQLite(t))) })
+	t.Run("postgres", func(t *testing.T) { fn(t, durable.NewDB(dbtest.Postgres(t))) })
+}
 
 // gateStore is a Store that holds the journal writes carrying one key at a gate until the test
 // opens it, deaf to their ctx: an execution stuck where nothing interrupts it (a handler in a
@@ -110,6 +124,194 @@ func fencedRuntime(t *testing.T, gate *gateStore) (*env, *clock, string) {
 	e := start(t, runtime.Options{Agent: fencedAgent(t), Durable: gate, Now: clk.Now,
 		Schedule: func(context.Context, runtime.Wakeup) error { return nil }})
 	return e, clk, startFlow(t, e)
+}
+
+// lapse is past the lease of an execution under the default handler timeout (10 s + 5 s).
+const lapse = 16 * time.Second
+
+func journalOf(t *testing.T, s durable.Store, id string) map[string]string {
+	t.Helper()
+	j, err := s.Journal(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range j {
+		if _, dup := out[e.Key]; dup {
+			t.Errorf("journal key %s twice", e.Key)
+		}
+		out[e.Key] = string(e.Value)
+	}
+	return out
+}
+
+// An execution held past its lease (stuck before its first step's entry is written) does not
+// keep the run: the lease's wake-up claims it and executes it again while the first execution
+// still runs; the second completes, and nothing the first writes afterwards lands: its journal
+// entry is refused (ErrStale) and its outcome is dropped.
+func TestDurableOverrunIsFenced(t *testing.T) {
+	eachDurableStore(t, func(t *testing.T, s durable.Store) {
+		ctx := t.Context()
+		gate := newGateStore(s, "step:a#1", 1)
+		e, clk, id := fencedRuntime(t, gate)
+		if r := e.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 200 || r.JSON["status"] != "running" {
+			t.Fatalf("answer: %d %s", r.Status, r.Body)
+		}
+		held := <-gate.reached // the first execution is stuck writing its step
+		if first, err := s.Get(ctx, "", id); err != nil || first.Status != durable.Running || first.Attempt != 2 {
+			t.Fatalf("run while the first execution is stuck = %+v, %v", first, err)
+		}
+
+		clk.Add(lapse)
+		if err := e.rt.Wake(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		second, err := s.Get(ctx, "", id)
+		if err != nil || second.Status != durable.Completed || second.Attempt != 3 || second.Executions != 2 {
+			t.Fatalf("run after the wake-up = %+v, %v", second, err)
+		}
+
+		gate.Open()
+		if err := <-gate.outcomes; !errors.Is(err, durable.ErrStale) {
+			t.Errorf("the first execution's late step: %v, want ErrStale", err)
+		}
+		if err := e.rt.Close(ctx); err != nil { // waits for the first execution
+			t.Fatal(err)
+		}
+		after, err := s.Get(ctx, "", id)
+		if err != nil || !cmp.Equal(after, second) {
+			t.Errorf("the first execution changed the run (-second +after):\n%s", cmp.Diff(second, after))
+		}
+		var result struct{ A, B json.Number }
+		if err := json.Unmarshal(after.Result, &result); err != nil {
+			t.Fatal(err)
+		}
+		j := journalOf(t, s, id)
+		if j["step:a#1"] != result.A.String() || j["step:a#1"] == string(held[0].Value) || j["step:b#1"] != "2" || len(j) != 4 {
+			t.Errorf("journal %v with result %s; the first execution's step was %s", j, after.Result, held[0].Value)
+		}
+	})
+}
+
+// An execution whose lease ends, even before anyone claims the run, writes nothing more and its
+// outcome is dropped: the entry it was writing when the lease ended lands, the rest do not, and
+// the run stays running until the lease's wake-up resumes it from its journal.
+func TestDurableLeaseEndDropsOutcome(t *testing.T) {
+	s := &durable.Memory{}
+	gate := newGateStore(s, "step:a#1", 1)
+	e, clk, id := fencedRuntime(t, gate)
+	ctx := t.Context()
+	if r := e.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 200 {
+		t.Fatalf("answer: %d %s", r.Status, r.Body)
+	}
+	held := <-gate.reached
+	clk.Add(lapse)
+	gate.Open()
+	if err := <-gate.outcomes; err != nil {
+		t.Errorf("the write in flight when the lease ended: %v", err)
+	}
+	// Nothing else: the rest of the execution writes nothing and stores no outcome. Close waits
+	// for it.
+	if err := e.rt.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.Get(ctx, "", id)
+	if err != nil || run.Status != durable.Running || run.Attempt != 2 || run.Result != nil {
+		t.Fatalf("run after its execution's lease ended = %+v, %v", run, err)
+	}
+	j := journalOf(t, s, id)
+	if _, ok := j["tool:noop#1"]; ok || j["step:a#1"] != string(held[0].Value) || len(j) != 2 {
+		t.Errorf("journal %v: want the approval and the step in flight only", j)
+	}
+
+	// The lease's wake-up resumes the run from its journal: the step in flight is not run again.
+	again := start(t, runtime.Options{Agent: fencedAgent(t), Durable: s, Now: clk.Now,
+		Schedule: func(context.Context, runtime.Wakeup) error { return nil }})
+	if err := again.rt.Wake(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	run, err = s.Get(ctx, "", id)
+	if want := `{"a":` + string(held[0].Value) + `,"b":2}`; err != nil || run.Status != durable.Completed || string(run.Result) != want {
+		t.Errorf("resumed run = %+v, %v; want result %s", run, err, want)
+	}
+}
+
+// A run whose executions keep running past their lease is not resumed forever: after
+// MaxExecutions executions that did not finish, the lease's wake-up fails it with the reason
+// and publishes the change; none of the stuck executions' writes lands.
+func TestDurableGivesUpAfterLostExecutions(t *testing.T) {
+	eachDurableStore(t, func(t *testing.T, s durable.Store) {
+		ctx := t.Context()
+		gate := newGateStore(s, "step:a#1", runtime.MaxExecutions)
+		e, clk, id := fencedRuntime(t, gate)
+		events, err := e.srv.Client().Do(e.request("GET", "/api/events", "", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer events.Body.Close()
+		got := make(chan []frame, 1)
+		go func() { got <- readFrames(t, events.Body, 2) }()
+
+		if r := e.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 200 {
+			t.Fatalf("answer: %d %s", r.Status, r.Body)
+		}
+		<-gate.reached
+		var wakes sync.WaitGroup
+		defer func() { gate.Open(); wakes.Wait() }()
+		for n := 2; n <= runtime.MaxExecutions; n++ {
+			clk.Add(lapse)
+			wakes.Go(func() {
+				if err := e.rt.Wake(ctx, id); err != nil {
+					t.Errorf("wake %d: %v", n, err)
+				}
+			})
+			<-gate.reached // execution n is stuck too, and the one before it fenced off
+			if run, err := s.Get(ctx, "", id); err != nil || run.Status != durable.Running || run.Executions != n {
+				t.Fatalf("run during execution %d = %+v, %v", n, run, err)
+			}
+		}
+		clk.Add(lapse)
+		if err := e.rt.Wake(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		run, err := s.Get(ctx, "", id)
+		want := "gave up after 5 executions that did not finish: each ran past its lease of 15s"
+		if err != nil || run.Status != durable.Failed || !strings.HasPrefix(run.Error, want) {
+			t.Fatalf("run after the last lapse = %+v, %v; want failed: %s", run, err, want)
+		}
+		if r := e.do("GET", "/api/sessions/"+id, "", nil); r.JSON["status"] != "failed" || !strings.HasPrefix(str(r.JSON["error"]), want) {
+			t.Errorf("GET: %s", r.Body)
+		}
+		select {
+		case fs := <-got:
+			var seen []string
+			for _, f := range fs {
+				seen = append(seen, str(f.Data["status"]))
+			}
+			if want := []string{"running", "failed"}; !slices.Equal(seen, want) {
+				t.Errorf("events %q, want %q", seen, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no events")
+		}
+
+		gate.Open()
+		for range runtime.MaxExecutions {
+			if err := <-gate.outcomes; !errors.Is(err, durable.ErrStale) {
+				t.Errorf("a stuck execution's late step: %v, want ErrStale", err)
+			}
+		}
+		wakes.Wait()
+		if err := e.rt.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if after, err := s.Get(ctx, "", id); err != nil || !cmp.Equal(after, run) {
+			t.Errorf("a stuck execution changed the run (-failed +after):\n%s", cmp.Diff(run, after))
+		}
+		if j := journalOf(t, s, id); len(j) != 1 {
+			t.Errorf("journal %v: want the approval only", j)
+		}
+	})
 }
 
 // The answer is 200 with the record (running) as soon as the answer is recorded, while the
