@@ -123,6 +123,7 @@ func fencedRuntime(t *testing.T, gate *gateStore) (*env, *clock, string) {
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	e := start(t, runtime.Options{Agent: fencedAgent(t), Durable: gate, Now: clk.Now,
 		Schedule: func(context.Context, runtime.Wakeup) error { return nil }})
+	t.Cleanup(gate.Open) // before the runtime's Close, which waits for the held executions
 	return e, clk, startFlow(t, e)
 }
 
@@ -320,7 +321,6 @@ func TestDurableAnswerReturnsWhileRunning(t *testing.T) {
 	s := &durable.Memory{}
 	gate := newGateStore(s, "step:a#1", 1)
 	e, _, id := fencedRuntime(t, gate)
-	defer gate.Open()
 	r := e.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true})
 	if r.Status != 200 || r.JSON["status"] != "running" || r.JSON["answered_by"] != "service" || r.JSON["session_id"] != id || r.JSON["pause"] != nil {
 		t.Fatalf("answer: %d %s", r.Status, r.Body)
