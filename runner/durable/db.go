@@ -14,7 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// DB is a Store over a gorm database that carries migrations 00012 and 00015 (SQLite or
+// DB is a Store over a gorm database that carries migrations 00012 and 00016 (SQLite or
 // Postgres). Every change of a run is a conditional UPDATE, so that runtimes sharing the
 // database never advance a run twice.
 type DB struct {
