@@ -30,61 +30,89 @@ func eachDurableStore(t *testing.T, fn func(t *testing.T, s durable.Store)) {
 }
 
 // gateStore is a Store that holds the journal writes carrying one key at a gate until the test
-// opens it, deaf to their ctx: an execution stuck where nothing interrupts it (a handler in a
+// lets each go, deaf to their ctx: an execution stuck where nothing interrupts it (a handler in a
 // built-in call that goja cannot interrupt, a stalled connection). It holds the first hold such
 // writes and lets the later ones through.
 type gateStore struct {
 	durable.Store
-	key      string
-	reached  chan []durable.Entry // the entries of each held write, when it reaches the gate
-	open     chan struct{}        // closed by Open
-	opened   sync.Once
-	outcomes chan error // the store's answer to each held write, once the gate opened
-	mu       sync.Mutex
-	hold     int
+	key     string
+	reached chan *heldWrite // each held write, when it reaches the gate
+	mu      sync.Mutex
+	hold    int
+	opened  bool
+	held    []*heldWrite
 }
 
-// Open lets the held writes go on, and those to come through.
-func (s *gateStore) Open() { s.opened.Do(func() { close(s.open) }) }
+// heldWrite is a journal write waiting at the gate.
+type heldWrite struct {
+	entries []durable.Entry
+	release chan struct{} // closed by Release
+	once    sync.Once
+	outcome chan error // the store's answer, once released
+}
+
+// Release lets the write go on to the store; its outcome follows.
+func (w *heldWrite) Release() { w.once.Do(func() { close(w.release) }) }
+
+// Outcome releases the write and returns the store's answer to it.
+func (w *heldWrite) Outcome() error {
+	w.Release()
+	return <-w.outcome
+}
 
 func newGateStore(s durable.Store, key string, hold int) *gateStore {
-	return &gateStore{Store: s, key: key, hold: hold, reached: make(chan []durable.Entry, hold),
-		open: make(chan struct{}), outcomes: make(chan error, hold)}
+	return &gateStore{Store: s, key: key, hold: hold, reached: make(chan *heldWrite, hold)}
+}
+
+// Open releases every held write and lets those to come through.
+func (s *gateStore) Open() {
+	s.mu.Lock()
+	s.opened = true
+	held := s.held
+	s.mu.Unlock()
+	for _, w := range held {
+		w.Release()
+	}
 }
 
 func (s *gateStore) RecordAll(ctx context.Context, id string, attempt int, es []durable.Entry) error {
-	if !s.held(es) {
+	w := s.gate(es)
+	if w == nil {
 		return s.Store.RecordAll(ctx, id, attempt, es)
 	}
-	<-s.open
+	<-w.release
 	err := s.Store.RecordAll(context.WithoutCancel(ctx), id, attempt, es)
-	s.outcomes <- err
+	w.outcome <- err
 	return err
 }
 
 func (s *gateStore) Record(ctx context.Context, id string, attempt int, e durable.Entry) error {
-	if !s.held([]durable.Entry{e}) {
+	w := s.gate([]durable.Entry{e})
+	if w == nil {
 		return s.Store.Record(ctx, id, attempt, e)
 	}
-	<-s.open
+	<-w.release
 	err := s.Store.Record(context.WithoutCancel(ctx), id, attempt, e)
-	s.outcomes <- err
+	w.outcome <- err
 	return err
 }
 
-// held reports whether a write of es is to wait at the gate, and tells the test it does.
-func (s *gateStore) held(es []durable.Entry) bool {
+// gate returns the held write of es, when it is to wait at the gate, and tells the test; nil
+// when it goes through.
+func (s *gateStore) gate(es []durable.Entry) *heldWrite {
 	if !slices.ContainsFunc(es, func(e durable.Entry) bool { return e.Key == s.key }) {
-		return false
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.hold == 0 {
-		return false
+	if s.hold == 0 || s.opened {
+		return nil
 	}
 	s.hold--
-	s.reached <- slices.Clone(es)
-	return true
+	w := &heldWrite{entries: slices.Clone(es), release: make(chan struct{}), outcome: make(chan error, 1)}
+	s.held = append(s.held, w)
+	s.reached <- w
+	return w
 }
 
 // fencedHandler waits for an approval, then journals a random step, calls a child tool (before
@@ -172,8 +200,7 @@ func TestDurableOverrunIsFenced(t *testing.T) {
 			t.Fatalf("run after the wake-up = %+v, %v", second, err)
 		}
 
-		gate.Open()
-		if err := <-gate.outcomes; !errors.Is(err, durable.ErrStale) {
+		if err := held.Outcome(); !errors.Is(err, durable.ErrStale) {
 			t.Errorf("the first execution's late step: %v, want ErrStale", err)
 		}
 		if err := e.rt.Close(ctx); err != nil { // waits for the first execution
@@ -188,8 +215,8 @@ func TestDurableOverrunIsFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := journalOf(t, s, id)
-		if j["step:a#1"] != result.A.String() || j["step:a#1"] == string(held[0].Value) || j["step:b#1"] != "2" || len(j) != 4 {
-			t.Errorf("journal %v with result %s; the first execution's step was %s", j, after.Result, held[0].Value)
+		if j["step:a#1"] != result.A.String() || j["step:a#1"] == string(held.entries[0].Value) || j["step:b#1"] != "2" || len(j) != 4 {
+			t.Errorf("journal %v with result %s; the first execution's step was %s", j, after.Result, held.entries[0].Value)
 		}
 	})
 }
@@ -207,8 +234,7 @@ func TestDurableLeaseEndDropsOutcome(t *testing.T) {
 	}
 	held := <-gate.reached
 	clk.Add(lapse)
-	gate.Open()
-	if err := <-gate.outcomes; err != nil {
+	if err := held.Outcome(); err != nil {
 		t.Errorf("the write in flight when the lease ended: %v", err)
 	}
 	// Nothing else: the rest of the execution writes nothing and stores no outcome. Close waits
@@ -221,7 +247,7 @@ func TestDurableLeaseEndDropsOutcome(t *testing.T) {
 		t.Fatalf("run after its execution's lease ended = %+v, %v", run, err)
 	}
 	j := journalOf(t, s, id)
-	if _, ok := j["tool:noop#1"]; ok || j["step:a#1"] != string(held[0].Value) || len(j) != 2 {
+	if _, ok := j["tool:noop#1"]; ok || j["step:a#1"] != string(held.entries[0].Value) || len(j) != 2 {
 		t.Errorf("journal %v: want the approval and the step in flight only", j)
 	}
 
@@ -232,14 +258,16 @@ func TestDurableLeaseEndDropsOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	run, err = s.Get(ctx, "", id)
-	if want := `{"a":` + string(held[0].Value) + `,"b":2}`; err != nil || run.Status != durable.Completed || string(run.Result) != want {
+	if want := `{"a":` + string(held.entries[0].Value) + `,"b":2}`; err != nil || run.Status != durable.Completed || string(run.Result) != want {
 		t.Errorf("resumed run = %+v, %v; want result %s", run, err, want)
 	}
 }
 
 // A run whose executions keep running past their lease is not resumed forever: after
 // MaxExecutions executions that did not finish, the lease's wake-up fails it with the reason
-// and publishes the change; none of the stuck executions' writes lands.
+// and publishes the change; none of the stuck executions' writes lands. (Each stuck execution
+// is let go once the next one is stuck: never more than two at once, as a runner whose handlers
+// run in a bounded pool of workers would allow.)
 func TestDurableGivesUpAfterLostExecutions(t *testing.T) {
 	eachDurableStore(t, func(t *testing.T, s durable.Store) {
 		ctx := t.Context()
@@ -256,7 +284,7 @@ func TestDurableGivesUpAfterLostExecutions(t *testing.T) {
 		if r := e.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 200 {
 			t.Fatalf("answer: %d %s", r.Status, r.Body)
 		}
-		<-gate.reached
+		stuck := <-gate.reached
 		var wakes sync.WaitGroup
 		defer func() { gate.Open(); wakes.Wait() }()
 		for n := 2; n <= runtime.MaxExecutions; n++ {
@@ -266,10 +294,14 @@ func TestDurableGivesUpAfterLostExecutions(t *testing.T) {
 					t.Errorf("wake %d: %v", n, err)
 				}
 			})
-			<-gate.reached // execution n is stuck too, and the one before it fenced off
+			next := <-gate.reached // execution n is stuck too, and the one before it fenced off
 			if run, err := s.Get(ctx, "", id); err != nil || run.Status != durable.Running || run.Executions != n {
 				t.Fatalf("run during execution %d = %+v, %v", n, run, err)
 			}
+			if err := stuck.Outcome(); !errors.Is(err, durable.ErrStale) {
+				t.Errorf("the late step of execution %d: %v, want ErrStale", n-1, err)
+			}
+			stuck = next
 		}
 		clk.Add(lapse)
 		if err := e.rt.Wake(ctx, id); err != nil {
@@ -296,11 +328,8 @@ func TestDurableGivesUpAfterLostExecutions(t *testing.T) {
 			t.Fatal("no events")
 		}
 
-		gate.Open()
-		for range runtime.MaxExecutions {
-			if err := <-gate.outcomes; !errors.Is(err, durable.ErrStale) {
-				t.Errorf("a stuck execution's late step: %v, want ErrStale", err)
-			}
+		if err := stuck.Outcome(); !errors.Is(err, durable.ErrStale) {
+			t.Errorf("the late step of the last execution: %v, want ErrStale", err)
 		}
 		wakes.Wait()
 		if err := e.rt.Close(ctx); err != nil {
