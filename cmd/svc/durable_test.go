@@ -312,6 +312,27 @@ func waitRun(t *testing.T, runs durable.Store, agentID, id, want string, within 
 	}
 }
 
+// waitRecord polls GET /api/sessions/{id} until the run's status is want (an answer returns as
+// soon as it is recorded, the run resuming in the background) and returns that record; it fails
+// at once when the run ended otherwise.
+func waitRecord(t *testing.T, base string, a *flowAgent, id, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, rec := agentCall(t, base, a, "GET", "/api/sessions/"+id, nil)
+		status, _ := rec["status"].(string)
+		switch {
+		case s == 200 && status == want:
+			return rec
+		case s == 200 && durable.Ended(status):
+			t.Fatalf("run %s ended %s: %v; want %s", id, status, rec, want)
+		case time.Now().After(deadline):
+			t.Fatalf("GET %s = %d %v; want status %s", id, s, rec, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // journalCount counts the entries of run id by key.
 func journalCount(t *testing.T, runs durable.Store, id string) (map[string]int, map[string]json.RawMessage) {
 	t.Helper()
@@ -378,9 +399,13 @@ func TestDurableSurvivesKill9WhileParked(t *testing.T) {
 	}
 	a.token = mintToken(t, c2.benchPlatform, a.AgentID)
 	s, rec := agentCall(t, c2.url, a, "POST", "/api/sessions/"+id+"/answer", map[string]any{"value": true})
-	result, _ := rec["result"].(map[string]any)
-	if s != 200 || rec["status"] != durable.Completed || result["approved"] != true || rec["answered_by"] != "ana" {
+	if s != 200 || rec["status"] != durable.Running || rec["answered_by"] != "ana" {
 		t.Fatalf("answer on the fresh process = %d %v", s, rec)
+	}
+	rec = waitRecord(t, c2.url, a, id, durable.Completed)
+	result, _ := rec["result"].(map[string]any)
+	if result["approved"] != true || rec["answered_by"] != "ana" {
+		t.Fatalf("the answered run on the fresh process = %v", rec)
 	}
 	if result["a"] != first {
 		t.Errorf("result.a = %v, want %v journaled before the kill: the first step ran again", result["a"], first)
@@ -582,10 +607,13 @@ func TestDurableAnswerOnAnotherDeployment(t *testing.T) {
 		t.Fatalf("a new run after the activation of B = %v, want version B", res)
 	}
 
-	s, rec := agentCall(t, p.url, a, "POST", "/api/sessions/"+id+"/answer", map[string]any{"value": true})
-	result, _ := rec["result"].(map[string]any)
-	if s != 200 || rec["status"] != durable.Completed || result["approved"] != true {
+	if s, rec := agentCall(t, p.url, a, "POST", "/api/sessions/"+id+"/answer", map[string]any{"value": true}); s != 200 || rec["status"] != durable.Running {
 		t.Fatalf("answer = %d %v", s, rec)
+	}
+	rec := waitRecord(t, p.url, a, id, durable.Completed)
+	result, _ := rec["result"].(map[string]any)
+	if result["approved"] != true {
+		t.Fatalf("the answered run = %v", rec)
 	}
 	if result["version"] != "A" || rec["deploy_id"] != depA {
 		t.Errorf("the answered run ran on %v (deploy_id %v), want A's bundle (%s)", result["version"], rec["deploy_id"], depA)

@@ -14,9 +14,9 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// DB is a Store over a gorm database that carries migration 00012 (SQLite or Postgres). Every
-// change of a run is a conditional UPDATE, so that runtimes sharing the database never advance a
-// run twice.
+// DB is a Store over a gorm database that carries migrations 00012 and 00016 (SQLite or
+// Postgres). Every change of a run is a conditional UPDATE, so that runtimes sharing the
+// database never advance a run twice.
 type DB struct {
 	db *gorm.DB
 	// recordSQL is the one statement of Record, in db's dialect.
@@ -29,19 +29,27 @@ var _ Store = (*DB)(nil)
 
 // NewDB returns a Store over db.
 func NewDB(db *gorm.DB) *DB {
-	value, at := "?", "?"
+	value, at, lock := "?", "?", ""
 	if db.Dialector.Name() == "postgres" {
 		// The parameters of an INSERT ... SELECT have no target type to infer.
 		value, at = "CAST(? AS JSON)", "CAST(? AS TIMESTAMPTZ)"
+		// The fence: the run's row is share-locked until the entry commits. Without the lock,
+		// an INSERT whose snapshot predates a claim would still see the old attempt and commit
+		// after the claim, where the claimer, which read the journal in between, never sees it.
+		// With it, a claim in flight makes the INSERT wait and then check the claimed row (no
+		// longer its attempt: nothing written), and an INSERT in flight makes the claim wait
+		// until the entry is there to read.
+		lock = " FOR SHARE"
 	}
 	// One statement: the entry is written only while the run is running under the attempt, its
 	// seq one past the run's last. ON CONFLICT leaves an existing key alone, and Record tells
 	// the two ways of writing nothing apart only then. Concurrent recordings on Postgres may share
 	// a seq (each sees the other's MAX uncommitted), so seq is not unique: Journal orders ties by
-	// time and key.
+	// time and key. (SQLite needs no lock: a write statement holds the database's one write lock
+	// from before it reads.)
 	recordSQL := `INSERT INTO durable_journal (run_id, key, seq, value, at) ` +
 		`SELECT ?, ?, COALESCE((SELECT MAX(seq) FROM durable_journal WHERE run_id = ?), 0) + 1, ` + value + `, ` + at + ` ` +
-		`WHERE EXISTS (SELECT 1 FROM durable_runs WHERE id = ? AND attempt = ? AND status = '` + Running + `') ` +
+		`WHERE EXISTS (SELECT 1 FROM durable_runs WHERE id = ? AND attempt = ? AND status = '` + Running + `'` + lock + `) ` +
 		`ON CONFLICT (run_id, key) DO NOTHING`
 	// Each write is one statement (Answer opens its own transaction): gorm's default wrapping of
 	// a single UPDATE in BEGIN and COMMIT would only add round trips.
@@ -50,7 +58,7 @@ func NewDB(db *gorm.DB) *DB {
 	if db.Dialector.Name() == "postgres" {
 		// The claim and the answer's entry in one round trip: a data-modifying WITH is one
 		// statement, so a failed insert (the key exists) undoes the claim too.
-		s.answerSQL = `WITH u AS (UPDATE durable_runs SET status = '` + Running + `', attempt = attempt + 1, ` +
+		s.answerSQL = `WITH u AS (UPDATE durable_runs SET status = '` + Running + `', attempt = attempt + 1, executions = 1, ` +
 			`lease_until = CAST(? AS TIMESTAMPTZ), answered_by = ?, updated_at = CAST(? AS TIMESTAMPTZ) ` +
 			`WHERE id = ? AND agent_id = ? AND status IN ('` + AwaitingInput + `', '` + Sleeping + `') AND pause_key = ? RETURNING *), ` +
 			`j AS (INSERT INTO durable_journal (run_id, key, seq, value, at) ` +
@@ -77,6 +85,7 @@ type runRow struct {
 	Result          sql.NullString
 	Error           string
 	Attempt         int
+	Executions      int
 	LeaseUntil      sql.NullTime
 	CreatedAt       time.Time `gorm:"autoCreateTime:false"`
 	UpdatedAt       time.Time `gorm:"autoUpdateTime:false"`
@@ -100,7 +109,7 @@ func toRow(r Run) (runRow, error) {
 	row := runRow{ID: r.ID, AgentID: r.AgentID, DeployID: r.DeployID, ToolName: r.ToolName,
 		ParentSessionID: r.ParentSessionID, Owner: r.Owner, ScopeID: r.ScopeID, Status: r.Status,
 		Input: rawText(r.Input), AnsweredBy: r.AnsweredBy, Result: rawText(r.Result), Error: r.Error,
-		Attempt: r.Attempt, LeaseUntil: nullTime(r.LeaseUntil), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		Attempt: r.Attempt, Executions: r.Executions, LeaseUntil: nullTime(r.LeaseUntil), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	if r.Context != nil {
 		b, err := json.Marshal(r.Context)
 		if err != nil {
@@ -119,7 +128,7 @@ func (row runRow) run() (Run, error) {
 	r := Run{ID: row.ID, AgentID: row.AgentID, DeployID: row.DeployID, ToolName: row.ToolName,
 		ParentSessionID: row.ParentSessionID, Owner: row.Owner, ScopeID: row.ScopeID, Status: row.Status,
 		Input: textRaw(row.Input), AnsweredBy: row.AnsweredBy, Result: textRaw(row.Result), Error: row.Error,
-		Attempt: row.Attempt, CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
+		Attempt: row.Attempt, Executions: row.Executions, CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
 	if row.LeaseUntil.Valid {
 		r.LeaseUntil = row.LeaseUntil.Time.UTC()
 	}
@@ -326,6 +335,7 @@ func (s *DB) Claim(ctx context.Context, agentID, id string, from []string, now, 
 	res := q.Updates(map[string]any{
 		"status":      Running,
 		"attempt":     gorm.Expr("attempt + 1"),
+		"executions":  gorm.Expr("CASE WHEN status = ? THEN executions + 1 ELSE 1 END", Running),
 		"lease_until": leaseUntil.UTC(),
 		"updated_at":  now.UTC(),
 	})
@@ -375,6 +385,7 @@ func (s *DB) Answer(ctx context.Context, agentID, id, key string, value json.Raw
 			Updates(map[string]any{
 				"status":      Running,
 				"attempt":     gorm.Expr("attempt + 1"),
+				"executions":  1,
 				"lease_until": leaseUntil.UTC(),
 				"answered_by": by,
 				"updated_at":  now.UTC(),

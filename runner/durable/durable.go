@@ -75,8 +75,13 @@ type Run struct {
 	AnsweredBy string          // who answered the latest pause
 	Result     json.RawMessage // the handler's result, once completed
 	Error      string          // why the run failed, once failed
-	// Attempt counts the claims of the run: each execution has its own.
+	// Attempt counts the claims of the run: each execution has its own, and it fences the
+	// others off (their journal writes and Settle fail with ErrStale).
 	Attempt int
+	// Executions counts the executions begun since the run last waited at a pause (or was
+	// created): 1 for the first, one more for each claim of a lapsed lease (an execution that
+	// stored no outcome in time). An answer or a claim from a pause starts it at 1 again.
+	Executions int
 	// LeaseUntil is when a running run's executor counts as dead.
 	LeaseUntil time.Time
 	CreatedAt  time.Time
@@ -138,12 +143,13 @@ type Store interface {
 	// entries (an execution's steps between two child calls).
 	RecordAll(ctx context.Context, id string, attempt int, es []Entry) error
 	// Claim makes the run running under a new attempt with the lease, provided its status is one
-	// of from, or it is running with a lease that ended before now. It returns the claimed run;
-	// ErrStale (with the run as it stands) otherwise.
+	// of from, or it is running with a lease that ended before now; Executions goes up by one
+	// for a run that was running, to 1 otherwise. It returns the claimed run; ErrStale (with the
+	// run as it stands) otherwise.
 	Claim(ctx context.Context, agentID, id string, from []string, now, leaseUntil time.Time) (Run, error)
 	// Answer records the answer to the pause of key (an entry under key with value) and claims
-	// the run as Claim does, in one transaction, provided the run is parked at that pause. by is
-	// recorded as AnsweredBy. ErrStale, with the run as it stands, when it is not parked there.
+	// the run as Claim does (Executions 1), in one transaction, provided the run is parked at
+	// that pause. by is recorded as AnsweredBy. ErrStale, with the run as it stands, when it is not parked there.
 	Answer(ctx context.Context, agentID, id, key string, value json.RawMessage, by string, now, leaseUntil time.Time) (Run, error)
 	// Settle ends an execution: it sets the run's Status, Pause, Result and Error as given in r,
 	// provided the run is running under r.Attempt. ErrStale otherwise.

@@ -158,6 +158,11 @@ func (s *Memory) Claim(_ context.Context, agentID, id string, from []string, now
 	if !slices.Contains(from, r.Status) && (r.Status != Running || !r.LeaseUntil.Before(now)) {
 		return cloneRun(r), stale(id)
 	}
+	if r.Status == Running {
+		r.Executions++
+	} else {
+		r.Executions = 1
+	}
 	r.Status, r.Attempt, r.LeaseUntil, r.UpdatedAt = Running, r.Attempt+1, leaseUntil.UTC(), now.UTC()
 	s.runs[id] = r
 	return cloneRun(r), nil
@@ -177,7 +182,7 @@ func (s *Memory) Answer(_ context.Context, agentID, id, key string, value json.R
 	if err := s.appendLocked(id, Entry{Key: key, Value: value, At: now.UTC()}); err != nil {
 		return cloneRun(r), err
 	}
-	r.Status, r.Attempt, r.LeaseUntil, r.UpdatedAt, r.AnsweredBy = Running, r.Attempt+1, leaseUntil.UTC(), now.UTC(), by
+	r.Status, r.Attempt, r.Executions, r.LeaseUntil, r.UpdatedAt, r.AnsweredBy = Running, r.Attempt+1, 1, leaseUntil.UTC(), now.UTC(), by
 	s.runs[id] = r
 	return cloneRun(r), nil
 }

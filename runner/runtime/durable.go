@@ -28,6 +28,15 @@ type Wakeup struct {
 // outcome before its run counts as abandoned.
 const leaseMargin = 5 * time.Second
 
+// MaxExecutions is how many executions of a run in a row may end without storing an outcome
+// (each ran past its lease, or its process stopped, and the lease's wake-up resumed the run)
+// before the run fails instead of resuming once more.
+const MaxExecutions = 5
+
+// errLeaseEnded ends an execution whose lease ended before it stored its outcome: from then on
+// another execution may claim the run, so this one is interrupted and writes nothing more.
+var errLeaseEnded = errors.New("durable execution ran past its lease")
+
 // lease is how long an execution holds its run.
 func (rt *Runtime) lease() time.Duration {
 	d := rt.opts.HandlerTimeout
@@ -123,7 +132,7 @@ func (rt *Runtime) startRun(ctx context.Context, run durable.Run) (durable.Run, 
 	now := rt.now().UTC()
 	run.ID = auth.NewID("dur_")
 	run.AgentID, run.DeployID = rt.opts.AgentID, rt.opts.DeployID
-	run.Status, run.Attempt, run.LeaseUntil = durable.Running, 1, now.Add(rt.lease())
+	run.Status, run.Attempt, run.Executions, run.LeaseUntil = durable.Running, 1, 1, now.Add(rt.lease())
 	run.CreatedAt, run.UpdatedAt = now, now
 	if err := rt.runs.Create(ctx, run); err != nil {
 		return durable.Run{}, fmt.Errorf("start durable run of %s: %w", run.ToolName, err)
@@ -136,9 +145,23 @@ func (rt *Runtime) startRun(ctx context.Context, run durable.Run) (durable.Run, 
 // on this runtime, and stores its outcome: completed, failed, or parked at a pause (whose
 // wake-ups it schedules). It returns the run as it stands afterwards. The execution is not
 // cancelled with ctx (a chat whose client left, an answer whose caller hung up): the handler's
-// deadline bounds it.
+// deadline bounds it, and its lease ends it. Past run.LeaseUntil the run may be claimed by
+// another execution, so this one's ctx is cancelled (which interrupts its handler), it writes
+// no more journal entries and its outcome is dropped: the lease's wake-up resumes the run.
 func (rt *Runtime) execute(ctx context.Context, run durable.Run, host tools.Host) durable.Run {
-	ctx = context.WithoutCancel(ctx)
+	base := context.WithoutCancel(ctx)
+	// The lease's end by this runtime's clock, as a deadline of the real one.
+	ctx, cancel := context.WithDeadlineCause(base, time.Now().Add(run.LeaseUntil.Sub(rt.now())), errLeaseEnded)
+	defer cancel()
+	fence := func() error {
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		if !rt.now().Before(run.LeaseUntil) {
+			return errLeaseEnded
+		}
+		return nil
+	}
 	began := rt.now()
 	outcome := "lost"
 	defer func() { rt.opts.Metrics.executed(run.ToolName, outcome, rt.now().Sub(began)) }()
@@ -146,12 +169,17 @@ func (rt *Runtime) execute(ctx context.Context, run durable.Run, host tools.Host
 	var res tools.Result
 	var pause *durable.Pause
 	if err == nil {
-		res, pause, err = rt.runHandler(ctx, h, run, host)
+		res, pause, err = rt.runHandler(ctx, h, run, host, fence)
+	}
+	if ferr := fence(); ferr != nil {
+		rt.log.WarnContext(base, "a durable execution ran past its lease; its outcome is dropped and the run resumes from its journal",
+			"run", run.ID, "attempt", run.Attempt, "lease_until", run.LeaseUntil, "outcome_err", err)
+		return rt.currentRun(base, run)
 	}
 	switch {
 	case errors.Is(err, durable.ErrStale), errors.Is(err, errExecutionLost):
 		// Another executor took the run over; it stores the outcome.
-		return rt.currentRun(ctx, run)
+		return rt.currentRun(base, run)
 	case err != nil:
 		run.Status, run.Error, run.Pause = durable.Failed, err.Error(), nil
 	case pause != nil:
@@ -172,29 +200,30 @@ func (rt *Runtime) execute(ctx context.Context, run durable.Run, host tools.Host
 		rt.timers.cancel(run.ID + " lease") // the execution ended: nothing to resume
 	}
 	if err != nil {
-		if !errors.Is(err, durable.ErrStale) {
-			rt.log.ErrorContext(ctx, "store a durable run's outcome", "run", run.ID, "err", err)
+		if !errors.Is(err, durable.ErrStale) && fence() == nil {
+			rt.log.ErrorContext(base, "store a durable run's outcome", "run", run.ID, "err", err)
 		}
-		return rt.currentRun(ctx, run)
+		return rt.currentRun(base, run)
 	}
 	if p := settled.Pause; p != nil {
 		if p.WakeAt != nil {
-			rt.schedule(ctx, settled, *p.WakeAt)
+			rt.schedule(base, settled, *p.WakeAt)
 		}
 		if p.ExpiresAt != nil {
-			rt.schedule(ctx, settled, *p.ExpiresAt)
+			rt.schedule(base, settled, *p.ExpiresAt)
 		}
 	}
 	outcome = settled.Status
-	rt.publishRun(ctx, settled)
+	rt.publishRun(base, settled)
 	return settled
 }
 
 // errExecutionLost ends an execution whose journal could not be read.
 var errExecutionLost = errors.New("durable run left to its next wake-up")
 
-// runHandler replays the run's journal through its handler.
-func (rt *Runtime) runHandler(ctx context.Context, h *handlers.Tool, run durable.Run, host tools.Host) (tools.Result, *durable.Pause, error) {
+// runHandler replays the run's journal through its handler; fence refuses the journal's writes
+// once the execution's lease ended.
+func (rt *Runtime) runHandler(ctx context.Context, h *handlers.Tool, run durable.Run, host tools.Host, fence func() error) (tools.Result, *durable.Pause, error) {
 	entries, err := rt.runs.Journal(ctx, run.ID)
 	if err != nil {
 		rt.log.ErrorContext(ctx, "read a durable run's journal", "run", run.ID, "err", err)
@@ -204,7 +233,7 @@ func (rt *Runtime) runHandler(ctx context.Context, h *handlers.Tool, run durable
 	for _, e := range entries {
 		recorded[e.Key] = e.Value
 	}
-	w := newJournalWriter(ctx, rt.runs, run)
+	w := newJournalWriter(ctx, rt.runs, run, fence)
 	j := &handlers.Journal{Recorded: recorded, Now: rt.now, Flush: w.Flush,
 		Record: func(ctx context.Context, key string, value json.RawMessage) error {
 			return w.Record(ctx, key, value, durable.Entry{At: rt.now().UTC()})
@@ -246,13 +275,38 @@ func (rt *Runtime) runtimeOf(ctx context.Context, run durable.Run) (*Runtime, er
 
 // resumeRun executes a run this process just claimed, on the runtime of its deployment.
 func (rt *Runtime) resumeRun(ctx context.Context, run durable.Run) durable.Run {
-	rt.schedule(ctx, run, run.LeaseUntil) // should this execution die, the run resumes then
-	target, err := rt.runtimeOf(ctx, run)
-	if err != nil {
-		rt.log.ErrorContext(ctx, "load the deployment of a durable run; it resumes at its next wake-up", "run", run.ID, "deploy_id", run.DeployID, "err", err)
+	target := rt.resumeOn(ctx, run)
+	if target == nil {
 		return run
 	}
 	return target.execute(ctx, run, nil)
+}
+
+// resumeInBackground executes a run this process just claimed as resumeRun does, in a goroutine
+// of the runtime that executes it, whose Close waits for it. A runtime that is closing executes
+// nothing: the run then resumes at its lease's wake-up.
+func (rt *Runtime) resumeInBackground(ctx context.Context, run durable.Run) {
+	target := rt.resumeOn(ctx, run)
+	if target == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	if !target.executions.start(func() { target.execute(ctx, run, nil) }) {
+		rt.log.WarnContext(ctx, "the runtime is closing: the durable run resumes at its lease's wake-up", "run", run.ID, "lease_until", run.LeaseUntil)
+	}
+}
+
+// resumeOn schedules the wake-up that resumes a run this process just claimed should its
+// execution die, and returns the runtime of its deployment; nil when that cannot be loaded (the
+// wake-up resumes the run then).
+func (rt *Runtime) resumeOn(ctx context.Context, run durable.Run) *Runtime {
+	rt.schedule(ctx, run, run.LeaseUntil)
+	target, err := rt.runtimeOf(ctx, run)
+	if err != nil {
+		rt.log.ErrorContext(ctx, "load the deployment of a durable run; it resumes at its next wake-up", "run", run.ID, "deploy_id", run.DeployID, "err", err)
+		return nil
+	}
+	return target
 }
 
 // Wake does what is due for a run (a Wakeup): ends its sleep, applies its pause's timeout, or
@@ -288,6 +342,7 @@ func (rt *Runtime) Wake(ctx context.Context, runID string) error {
 			rt.schedule(ctx, run, run.LeaseUntil)
 			return nil
 		}
+		// The claim fences the last execution off: whatever it still writes is refused.
 		claimed, err := rt.runs.Claim(ctx, rt.opts.AgentID, run.ID, nil, now, now.Add(rt.lease()))
 		if errors.Is(err, durable.ErrStale) {
 			return nil
@@ -295,9 +350,31 @@ func (rt *Runtime) Wake(ctx context.Context, runID string) error {
 		if err != nil {
 			return err
 		}
-		rt.log.InfoContext(ctx, "resume a durable run whose executor stopped", "run", run.ID, "attempt", claimed.Attempt)
+		if claimed.Executions > MaxExecutions {
+			return rt.giveUp(ctx, claimed)
+		}
+		rt.log.InfoContext(ctx, "resume a durable run whose last execution did not finish in its lease", "run", run.ID, "attempt", claimed.Attempt)
 		rt.resumeRun(ctx, claimed)
 	}
+	return nil
+}
+
+// giveUp fails a run, claimed from a lapsed lease, whose last MaxExecutions executions all
+// ended without storing an outcome, instead of resuming it once more.
+func (rt *Runtime) giveUp(ctx context.Context, run durable.Run) error {
+	run.Status, run.Pause, run.Result = durable.Failed, nil, nil
+	run.Error = fmt.Sprintf("gave up after %d executions that did not finish: each ran past its lease of %s without storing an outcome "+
+		"(its handler overran its deadline, SVC_HANDLER_TIMEOUT, or its process stopped)", run.Executions-1, rt.lease())
+	run.UpdatedAt = rt.now().UTC()
+	settled, err := rt.runs.Settle(ctx, run)
+	if errors.Is(err, durable.ErrStale) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	rt.log.WarnContext(ctx, "a durable run failed: its executions kept running past their lease", "run", run.ID, "executions", run.Executions-1)
+	rt.publishRun(ctx, settled)
 	return nil
 }
 

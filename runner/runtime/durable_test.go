@@ -89,13 +89,18 @@ func TestDurableRefundFlow(t *testing.T) {
 	if r := e.do("POST", "/api/sessions/dur_nope/answer", finance, map[string]any{"value": "approve"}); r.Status != 404 {
 		t.Errorf("answer to no session: %d %s", r.Status, r.Body)
 	}
+	// The answer is taken at once; the run goes on in the background.
 	r := answer(finance, map[string]any{"value": "approve", "edits": map[string]any{"amount_eur": 800}})
-	result, _ := r.JSON["result"].(map[string]any)
-	if r.Status != 200 || r.JSON["status"] != "completed" || r.JSON["answered_by"] != "finance-lead" || result["status"] != "refunded" || result["approvedBy"] != "finance-lead" {
+	if r.Status != 200 || r.JSON["status"] != "running" || r.JSON["answered_by"] != "finance-lead" || r.JSON["pause"] != nil {
 		t.Fatalf("answer: %d %s", r.Status, r.Body)
 	}
 	if r := answer(finance, map[string]any{"value": "approve"}); r.Status != 409 || r.JSON["error"] != "session_not_awaiting_input" || r.JSON["answeredBy"] != "finance-lead" {
 		t.Errorf("second answer: %d %s", r.Status, r.Body)
+	}
+	r = e.waitRecord(finance, id, "completed")
+	result, _ := r.JSON["result"].(map[string]any)
+	if r.JSON["answered_by"] != "finance-lead" || result["status"] != "refunded" || result["approvedBy"] != "finance-lead" {
+		t.Fatalf("the answered run: %s", r.Body)
 	}
 	if r := e.do("GET", "/stores/tickets/c1-0", service, nil); r.Status != 200 || num(r.JSON["version"]) != 1 {
 		t.Errorf("the ticket: %d %s; want written once", r.Status, r.Body)
@@ -165,12 +170,35 @@ func durableAgent(t testing.TB, handler string) *agent.Agent {
 	return a
 }
 
-// waitRun polls a run until its status is want.
+// waitRecord polls GET /api/sessions/{id} until the run's status is want and returns that
+// answer: how a client follows an answered run.
+func (e *env) waitRecord(token, id, want string) *response {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := e.do("GET", "/api/sessions/"+id, token, nil)
+		if r.Status == 200 && r.JSON["status"] == want {
+			return r
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("GET %s: %d %s; want status %s", id, r.Status, r.Body, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitRun polls a run of svc dev (no agent) until its status is want.
 func waitRun(t *testing.T, runs durable.Store, id, want string) durable.Run {
+	t.Helper()
+	return waitRunOf(t, runs, "", id, want)
+}
+
+// waitRunOf polls a run of agentID until its status is want.
+func waitRunOf(t *testing.T, runs durable.Store, agentID, id, want string) durable.Run {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		run, err := runs.Get(t.Context(), "", id)
+		run, err := runs.Get(t.Context(), agentID, id)
 		if err == nil && run.Status == want {
 			return run
 		}
@@ -261,9 +289,12 @@ func TestDurableTimeouts(t *testing.T) {
 		if r := e.do("POST", "/api/sessions/"+id+"/answer", sg.token(agentID, "ana", ""), map[string]any{"value": true}); r.Status != 403 {
 			t.Errorf("the first answerer after escalation: %d %s", r.Status, r.Body)
 		}
-		r := e.do("POST", "/api/sessions/"+id+"/answer", sg.token(agentID, "cfo", ""), map[string]any{"value": map[string]any{"approved": true, "note": "fine"}})
-		if r.Status != 200 || r.JSON["status"] != "completed" || string(mustJSON(t, r.JSON["result"])) != `{"approved":true,"note":"fine","respondedBy":"cfo"}` {
-			t.Errorf("cfo's answer: %d %s", r.Status, r.Body)
+		cfo := sg.token(agentID, "cfo", "")
+		if r := e.do("POST", "/api/sessions/"+id+"/answer", cfo, map[string]any{"value": map[string]any{"approved": true, "note": "fine"}}); r.Status != 200 {
+			t.Fatalf("cfo's answer: %d %s", r.Status, r.Body)
+		}
+		if r := e.waitRecord(cfo, id, "completed"); string(mustJSON(t, r.JSON["result"])) != `{"approved":true,"note":"fine","respondedBy":"cfo"}` {
+			t.Errorf("the run cfo answered: %s", r.Body)
 		}
 	})
 }
@@ -302,7 +333,8 @@ func TestDurableDeadlineAndMemoryStore(t *testing.T) {
 	if r := second.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 404 {
 		t.Errorf("answer on a runtime with its own memory store: %d %s", r.Status, r.Body)
 	}
-	if r := first.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 200 || r.JSON["status"] != "completed" {
-		t.Errorf("answer on the runtime that holds it: %d %s", r.Status, r.Body)
+	if r := first.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 200 {
+		t.Fatalf("answer on the runtime that holds it: %d %s", r.Status, r.Body)
 	}
+	first.waitRecord("", id, "completed")
 }

@@ -48,7 +48,7 @@ func recordOf(r durable.Run) runRecord {
 	out := runRecord{SessionID: r.ID, ToolName: r.ToolName, Status: r.Status, ParentSessionID: r.ParentSessionID,
 		DeployID: r.DeployID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, AnsweredBy: r.AnsweredBy,
 		Result: r.Result, Error: r.Error}
-	if p := r.Pause; p != nil && !durable.Ended(r.Status) {
+	if p := r.Pause; p != nil && durable.Parked(r.Status) {
 		out.Pause = &pauseRecord{Kind: p.Kind, Question: p.Question, Context: p.Context, InputType: p.InputType,
 			Options: p.Options, Payload: p.Payload, AllowEdits: p.AllowEdits, EligibleAnswerers: p.EligibleAnswerers,
 			ExcludeAnswerers: p.ExcludeAnswerers, WakeAt: p.WakeAt, ExpiresAt: p.ExpiresAt}
@@ -145,8 +145,9 @@ type answerRequest struct {
 }
 
 // answerRun serves POST /api/sessions/{id}/answer: it checks the caller may answer, records the
-// answer once, and resumes the run, answering with the record once the run finished or parked
-// again (spec 3.2, 4.4, 7; CONTRACT §6).
+// answer once and claims the run, answers with the record (status running), and resumes the run
+// in the background (spec 3.2, 4.4, 7; CONTRACT §6): however long the handler takes, the answer
+// does not wait for it.
 func (rt *Runtime) answerRun(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body answerRequest
 	if err := readJSON(w, r, &body); err != nil {
@@ -179,7 +180,8 @@ func (rt *Runtime) answerRun(w http.ResponseWriter, r *http.Request, c *caller) 
 		return err
 	}
 	rt.publishRun(r.Context(), claimed)
-	writeJSON(w, http.StatusOK, recordOf(rt.resumeRun(r.Context(), claimed)))
+	rt.resumeInBackground(r.Context(), claimed)
+	writeJSON(w, http.StatusOK, recordOf(claimed))
 	return nil
 }
 
@@ -202,9 +204,15 @@ func notEligible(c *caller, p *durable.Pause) string {
 // answerValue checks the posted value against the pause (CONTRACT §6) and returns the answer
 // the handler receives: {value, respondedBy, edits?} for requestInput, {approved, respondedBy,
 // note?, edits?} for waitForApproval.
+//
+// null is never an answer: encoding/json would read it into a bool or a string as their zero
+// value without an error, so every type is checked on the raw JSON.
 func answerValue(p *durable.Pause, body answerRequest, by string) (json.RawMessage, error) {
 	if len(body.Value) == 0 {
 		return nil, invalid("value", "is required")
+	}
+	if isNull(body.Value) {
+		return nil, invalid("value", "is null; %s", answerWants(p))
 	}
 	out := map[string]any{"respondedBy": by}
 	if len(body.Edits) > 0 && string(body.Edits) != "null" {
@@ -214,44 +222,85 @@ func answerValue(p *durable.Pause, body answerRequest, by string) (json.RawMessa
 		out["edits"] = body.Edits
 	}
 	if p.Kind == durable.PauseApproval {
-		var yes bool
-		if json.Unmarshal(body.Value, &yes) == nil {
+		if yes, ok := jsonBool(body.Value); ok {
 			out["approved"] = yes
-		} else {
-			var o struct {
-				Approved *bool   `json:"approved"`
-				Note     *string `json:"note"`
+			return json.Marshal(out)
+		}
+		var o struct {
+			Approved json.RawMessage `json:"approved"`
+			Note     json.RawMessage `json:"note"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(body.Value))
+		dec.DisallowUnknownFields()
+		if dec.Decode(&o) != nil {
+			return nil, invalid("value", "%s", answerWants(p))
+		}
+		yes, ok := jsonBool(o.Approved)
+		if !ok {
+			return nil, invalid("value", "approved must be true or false; %s", answerWants(p))
+		}
+		out["approved"] = yes
+		if o.Note != nil {
+			note, ok := jsonString(o.Note)
+			if !ok {
+				return nil, invalid("value", "note must be a string; %s", answerWants(p))
 			}
-			dec := json.NewDecoder(bytes.NewReader(body.Value))
-			dec.DisallowUnknownFields()
-			if dec.Decode(&o) != nil || o.Approved == nil {
-				return nil, invalid("value", "answers a yes/no approval: true, false or {approved, note?}")
-			}
-			out["approved"] = *o.Approved
-			if o.Note != nil {
-				out["note"] = *o.Note
-			}
+			out["note"] = note
 		}
 		return json.Marshal(out)
 	}
 	switch p.InputType {
 	case handlers.InputYesNo:
-		var yes bool
-		if json.Unmarshal(body.Value, &yes) != nil {
-			return nil, invalid("value", "answers a yes/no question: true or false")
+		if _, ok := jsonBool(body.Value); !ok {
+			return nil, invalid("value", "%s", answerWants(p))
 		}
 	case handlers.InputChoice:
 		if err := checkChoice(p.Options, body.Value); err != nil {
 			return nil, err
 		}
 	default:
-		var s string
-		if json.Unmarshal(body.Value, &s) != nil {
-			return nil, invalid("value", "answers a text question: a string")
+		if _, ok := jsonString(body.Value); !ok {
+			return nil, invalid("value", "%s", answerWants(p))
 		}
 	}
 	out["value"] = body.Value
 	return json.Marshal(out)
+}
+
+// answerWants says what answers pause p.
+func answerWants(p *durable.Pause) string {
+	switch {
+	case p.Kind == durable.PauseApproval:
+		return "it answers a yes/no approval: true, false or {approved, note?}"
+	case p.InputType == handlers.InputYesNo:
+		return "it answers a yes/no question: true or false"
+	case p.InputType == handlers.InputChoice:
+		return "it answers a choice: one of the options' values, or a list of them"
+	}
+	return "it answers a text question: a string"
+}
+
+// isNull reports whether raw is JSON null.
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// jsonBool is the value of raw when it is JSON true or false (not null, not "true").
+func jsonBool(raw json.RawMessage) (yes, ok bool) {
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// jsonString is the value of raw when it is a JSON string (not null).
+func jsonString(raw json.RawMessage) (string, bool) {
+	var s string
+	if isNull(raw) || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // checkChoice accepts one of the options' values, or a non-empty list of them.

@@ -15,10 +15,15 @@ import (
 // every child call, whose effects reach outside the run, and before the execution's outcome is
 // stored; a process that dies in between loses at most the entries of calls with no effect
 // outside the run (steps, now, random) not committed yet, which its replay runs again.
+//
+// Every write is fenced twice: the store writes only while the run runs under the execution's
+// attempt (another claim makes it ErrStale), and the writer writes nothing once fence reports
+// that the execution's lease ended, even before anyone claimed the run.
 type journalWriter struct {
 	runs    durable.Store
 	id      string
 	attempt int
+	fence   func() error // returns nil while the execution holds its run
 
 	mu      sync.Mutex // guards pending and err
 	pending []durable.Entry
@@ -30,8 +35,8 @@ type journalWriter struct {
 	done   chan struct{}
 }
 
-func newJournalWriter(ctx context.Context, runs durable.Store, run durable.Run) *journalWriter {
-	w := &journalWriter{runs: runs, id: run.ID, attempt: run.Attempt,
+func newJournalWriter(ctx context.Context, runs durable.Store, run durable.Run, fence func() error) *journalWriter {
+	w := &journalWriter{runs: runs, id: run.ID, attempt: run.Attempt, fence: fence,
 		signal: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop(ctx)
 	return w
@@ -76,7 +81,11 @@ func (w *journalWriter) Flush(ctx context.Context) error {
 	if err != nil || len(batch) == 0 {
 		return err
 	}
-	if err := w.runs.RecordAll(ctx, w.id, w.attempt, batch); err != nil {
+	err = w.fence()
+	if err == nil {
+		err = w.runs.RecordAll(ctx, w.id, w.attempt, batch)
+	}
+	if err != nil {
 		w.mu.Lock()
 		if w.err == nil {
 			w.err = err

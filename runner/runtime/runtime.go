@@ -176,7 +176,8 @@ type Runtime struct {
 	// durableHandler compiles a durable tool's handler (set by handlerTools).
 	durableHandler func(*agent.Tool) (*handlers.Tool, error)
 	timers         timers
-	unsubscribe    func() // from Options.Events
+	executions     executions // durable executions in the background
+	unsubscribe    func()     // from Options.Events
 
 	done   chan struct{}
 	closed sync.Once
@@ -311,10 +312,19 @@ func CrossOrigin(w http.ResponseWriter, r *http.Request) (answered bool) {
 	return true
 }
 
-// Close stops idle eviction, ends /api/events streams and waits for both, or for ctx; it
-// closes the store backend.
+// Close waits for the durable executions in flight (in the background, or woken by a timer of
+// this process) and starts no more, then stops idle eviction, ends /api/events streams and waits
+// for both; it closes the store backend. It returns when all that is done, or when ctx ends.
 func (rt *Runtime) Close(ctx context.Context) error {
+	// The executions first: their handlers use the stores.
+	executed := make(chan struct{})
+	go func() { rt.timers.stop(); rt.executions.stop(); close(executed) }()
 	var err error
+	select {
+	case <-executed:
+	case <-ctx.Done():
+		err = fmt.Errorf("runtime: close: durable executions still running: %w", context.Cause(ctx))
+	}
 	rt.closed.Do(func() {
 		close(rt.done)
 		if rt.ownHub {
@@ -324,14 +334,14 @@ func (rt *Runtime) Close(ctx context.Context) error {
 			rt.conns.Close()
 		}
 		if cerr := rt.backend.Close(); cerr != nil {
-			err = fmt.Errorf("runtime: close the stores: %w", cerr)
+			err = errors.Join(err, fmt.Errorf("runtime: close the stores: %w", cerr))
 		}
 	})
 	if rt.unsubscribe != nil {
 		rt.unsubscribe()
 	}
 	waited := make(chan struct{})
-	go func() { rt.timers.stop(); rt.wg.Wait(); close(waited) }()
+	go func() { <-executed; rt.wg.Wait(); close(waited) }()
 	select {
 	case <-waited:
 		return err
