@@ -76,8 +76,10 @@ func TestRunsRecorded(t *testing.T) {
 	}
 	readFrames(t, resp.Body, 2) // init, text_delta: the model now hangs
 	resp.Body.Close()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) { // the turn ends on its own goroutine
-		if r := e.do("GET", "/sessions/history/"+id, token, nil); r.Status == 200 && r.JSON["status"] == "idle" {
+	// The turn ends on its own goroutine, and its run is written with the session's last save,
+	// which may come after the live session reads idle: wait for the run itself.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if r := e.do("GET", "/sessions/history/"+id, token, nil); r.Status == 200 && r.JSON["status"] == "idle" && len(list(registry.RunQuery{Screen: "cart"})) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
