@@ -30,12 +30,12 @@ var hostile = []struct {
 	{"Array(1e8).fill", "return new Array(1e8).fill(1).length;", isMemory},
 	{"catastrophic regular expression", `return /^(a+)+(?!x)$/.test("a".repeat(30) + "b");`, isDeadline},
 	{"string growth", `let s = "x"; for (;;) s += s + "y";`, isMemory},
-	{"array growth", "const a: any[] = []; for (;;) a.push({n: a.length, s: 'x'.repeat(4096)});", isMemory},
+	{"array growth", "const x = 'x'.repeat(4096), a: any[] = []; for (;;) a.push({n: a.length, s: x + a.length});", isMemory},
 	{"deep recursion", "const f = (n: number): number => f(n + 1) + 1; return f(0);", threw("RangeError: call stack over 1000 frames")},
 	{"huge result", `return "x".repeat(8 << 20);`, func(err error) bool { return errors.Is(err, handlers.ErrResultTooBig) }},
 	{"promise that never settles", "await new Promise(() => {}); return 1;", func(err error) bool { return errors.Is(err, handlers.ErrNotSettled) }},
 	{"sort that never ends", "const a = Array.from({length: 1e6}, (_, i) => i); a.sort(() => { for (;;) {} }); return 1;", isDeadline},
-	{"object growth", `const o: any = {}; for (let i = 0; ; i++) o["k" + i] = "v".repeat(10000);`, isMemory},
+	{"object growth", `const v = "v".repeat(10000), o: any = {}; for (let i = 0; ; i++) o["k" + i] = v + i;`, isMemory},
 	{"throw {toString: null}", "throw {toString: null};", threw(`{"toString":null}`)},
 	{"throw a proxy that throws", "throw new Proxy({}, {get() { throw new Error('gotcha'); }});", plainThrow},
 	{"throw a symbol", "throw Symbol('s');", plainThrow},
@@ -161,7 +161,7 @@ func TestSandboxRecoversAfterKills(t *testing.T) {
 	t.Cleanup(func() { _ = pool.Close() })
 	stuck := newTool(t, "export default async () => /^(a+)+(?!x)$/.test(\"a\".repeat(30) + \"b\");\n",
 		handlers.Options{Sandbox: pool, Timeout: 200 * time.Millisecond})
-	greedy := newTool(t, "export default async () => { const a: any[] = []; for (;;) a.push(\"x\".repeat(10000)); };\n",
+	greedy := newTool(t, "export default async () => { const x = \"x\".repeat(10000), a: any[] = []; for (;;) a.push(x + a.length); };\n",
 		handlers.Options{Sandbox: pool, Timeout: 10 * time.Second})
 	plain := newTool(t, "export default async () => \"fine\";\n", handlers.Options{Sandbox: pool})
 	for round := range 3 {
