@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,6 +116,28 @@ func TestCheckManyProblemsAreCut(t *testing.T) {
 	if msg := err.Error(); !strings.HasSuffix(msg, "; and 40 more") || strings.Count(msg, "must be a string") != 10 {
 		t.Errorf("Error() = %q, want 10 problems and a count of the rest", msg)
 	}
+}
+
+// TestCheckConcurrent: one compiled schema serves the parallel calls of a model turn (go test -race).
+func TestCheckConcurrent(t *testing.T) {
+	s := mustCompile(t, refund)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 200 {
+				if i%2 == 0 {
+					if err := s.Check(json.RawMessage(`{"customer_id":"c1","amount_eur":1,"reason":"why"}`)); err != nil {
+						t.Error(err)
+						return
+					}
+				} else if err := s.Check(json.RawMessage(`{"amount_eur":"1"}`)); err == nil {
+					t.Error("no error")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestCompileEmptyIsAnyObject(t *testing.T) {
