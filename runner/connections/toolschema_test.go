@@ -14,8 +14,10 @@ import (
 // TestToolSchemaMatchesTheTool: the request tool's parameter schema (what the model is offered
 // and what the loop checks every call against) accepts the argument shapes the tool accepts and
 // refuses those it refuses. The schema is stricter in one place on purpose: the method must be
-// written in capitals, as its enum says (the tool itself takes "get", for a handler's
-// ctx.callTool). Paths, intents and rules are the tool's to judge (Decide), not the schema's.
+// written in capitals, as its enum says, so a call with "get" is refused with the list of
+// methods (the tool itself would take it, but every call, the model's and a handler's
+// ctx.callTool, is checked against the schema first). Paths, intents and rules are the tool's
+// to judge (Decide), not the schema's.
 func TestToolSchemaMatchesTheTool(t *testing.T) {
 	h := newHarness(t, http.HandlerFunc(echo(http.StatusOK)), []*agent.Connection{conn("status", deskPolicy(), deskAccess())}, nil)
 	set := tools.NewSet(h.tool)
