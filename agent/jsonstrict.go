@@ -324,6 +324,7 @@ func (d *jsonDecoder) decode(n *jsonNode, v reflect.Value, path string) {
 	}
 	if v.Type() == rawMessageType {
 		v.SetBytes(bytes.Clone(n.raw))
+		d.recordLines(n, path)
 		return
 	}
 	switch v.Kind() {
@@ -416,6 +417,29 @@ func (d *jsonDecoder) decode(n *jsonNode, v reflect.Value, path string) {
 		v.SetFloat(f)
 	default:
 		d.fail(n.line, "field %q has an unsupported type", path)
+	}
+}
+
+// recordLines records the lines of the values inside n, kept whole as raw JSON (a tool's
+// parameter schema), so that problems found in it later can name their line.
+func (d *jsonDecoder) recordLines(n *jsonNode, path string) {
+	switch n.kind {
+	case jsonObject:
+		for _, m := range n.members {
+			p := joinPath(path, m.key)
+			if _, seen := d.doc.lines[p]; !seen {
+				d.doc.lines[p] = m.line
+			}
+			d.recordLines(m.val, p)
+		}
+	case jsonArray:
+		for i, e := range n.elems {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			if _, seen := d.doc.lines[p]; !seen {
+				d.doc.lines[p] = e.line
+			}
+			d.recordLines(e, p)
+		}
 	}
 }
 

@@ -35,7 +35,7 @@ func TestDecodeJSONStrict(t *testing.T) {
 			input: "\ufeff{\n\"s\": \"x\", \"f\": 1.5,\n\"b\": true, \"l\": [\"a\",\n \"b\"],\n\"m\": {\"k\": {\"n\": 2}}, \"p\": {\"n\": 3},\n\"raw\": {\"type\": \"object\",\n \"x\": [1, 2]}, \"opt\": null\n}",
 			want: target{S: "x", F: 1.5, B: true, L: []string{"a", "b"}, M: map[string]inner{"k": {N: 2}}, P: &inner{N: 3},
 				Raw: json.RawMessage("{\"type\": \"object\",\n \"x\": [1, 2]}")},
-			lines: map[string]int{"s": 2, "f": 2, "b": 3, "l": 3, "l[0]": 3, "l[1]": 4, "m": 5, "m.k": 5, "m.k.n": 5, "p": 5, "p.n": 5, "raw": 6, "opt": 7},
+			lines: map[string]int{"s": 2, "f": 2, "b": 3, "l": 3, "l[0]": 3, "l[1]": 4, "m": 5, "m.k": 5, "m.k.n": 5, "p": 5, "p.n": 5, "raw": 6, "raw.type": 6, "raw.x": 7, "raw.x[0]": 7, "raw.x[1]": 7, "opt": 7}, // raw JSON too, for the problems found in it later
 		},
 		{
 			name:   "ignored field is unknown",

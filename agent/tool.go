@@ -2,10 +2,13 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/evanw/esbuild/pkg/api"
+
+	"svc/agent/toolschema"
 )
 
 // Tool layouts.
@@ -54,10 +57,54 @@ func parseToolJSON(file, dir string, data []byte, c *collector) (*Tool, *jsonDoc
 		c.add(file, doc.line("execution"), "field %q must be \"durable\" or absent, got %q", "execution", t.Execution)
 	}
 	doc.require(c, file, "parameters", len(t.Parameters) == 0, `a JSON schema with "type": "object"`)
-	if msg := checkParametersSchema(t.Parameters); len(t.Parameters) > 0 && msg != "" {
-		c.add(file, doc.line("parameters"), "field %q: %s", "parameters", msg)
+	if len(t.Parameters) > 0 {
+		if msg := checkParametersSchema(t.Parameters); msg != "" {
+			c.add(file, doc.line("parameters"), "field %q: %s", "parameters", msg)
+		} else {
+			compileParameters(file, t.Parameters, doc, c)
+		}
 	}
 	return t, doc
+}
+
+// compileParameters compiles a tool's parameter schema as the runtime will, so that a schema
+// that cannot check calls fails the build rather than every call: each problem at its line,
+// such as a $ref to a file or URL (the compiler loads nothing outside the schema).
+func compileParameters(file string, raw json.RawMessage, doc *jsonDoc, c *collector) {
+	_, err := toolschema.Compile(raw)
+	var se *toolschema.SchemaError
+	if err == nil || !errors.As(err, &se) {
+		if err != nil {
+			c.add(file, doc.line("parameters"), "field %q: %v", "parameters", err)
+		}
+		return
+	}
+	external := errors.Is(err, toolschema.ErrExternalRef)
+	for _, p := range se.Problems {
+		path := "parameters"
+		if p.Path != "" {
+			path += "." + p.Path
+		}
+		msg := p.Message
+		if !external {
+			msg = "not a valid JSON Schema: " + msg
+		}
+		c.add(file, doc.lineOr(append([]string{path}, ancestors(path)...)...), "field %q: %s", path, msg)
+	}
+}
+
+// ancestors returns the paths that enclose path, nearest first: "a.b[1].c" gives "a.b[1]",
+// "a.b", "a".
+func ancestors(path string) []string {
+	var out []string
+	for {
+		i := strings.LastIndexAny(path, ".[")
+		if i <= 0 {
+			return out
+		}
+		path = path[:i]
+		out = append(out, path)
+	}
 }
 
 // checkParametersSchema checks the outline of a tool's parameter schema: an object schema whose

@@ -60,6 +60,37 @@ func TestToolProblems(t *testing.T) {
 			want: []Problem{{File: tj, Line: 1, Message: `field "parameters": must be a JSON schema object`}}},
 		{name: "property not a schema", files: tool(`{"name": "x", "parameters": {"type": "object", "properties": {"a": 1}}}`, handler),
 			want: []Problem{{File: tj, Line: 1, Message: `field "parameters": property "a" must be a schema object`}}},
+		{name: "parameters not a valid JSON Schema", files: tool(`{"name": "x", "parameters": {
+  "type": "object",
+  "properties": {
+    "a": {"type": "strin"},
+    "b": {"type": "integer", "minimum": "1"},
+    "c": {"type": "string", "pattern": "(?<=x)y"}
+  }
+}}`, handler),
+			want: []Problem{
+				{File: tj, Line: 4, Message: `field "parameters.properties.a.type": not a valid JSON Schema: must be one of "array", "boolean", "integer", "null", "number", "object", "string"; got "strin"`},
+				{File: tj, Line: 5, Message: `field "parameters.properties.b.minimum": not a valid JSON Schema: must be a number, got string`},
+				{File: tj, Line: 6, Message: `field "parameters.properties.c.pattern": not a valid JSON Schema: must be a valid regex; got "(?<=x)y"`},
+			}},
+		{name: "parameters refer outside", files: tool(`{"name": "x", "parameters": {
+  "type": "object",
+  "properties": {
+    "a": {"$ref": "file:///etc/passwd"},
+    "b": {"items": {"$ref": "https://example.com/schema.json"}},
+    "c": {"$ref": "common.json#/$defs/c"}
+  }
+}}`, handler),
+			want: []Problem{
+				{File: tj, Line: 4, Message: `field "parameters.properties.a.$ref": "file:///etc/passwd" points outside the schema: a tool's parameters may refer only to themselves, such as "#/$defs/name"`},
+				{File: tj, Line: 5, Message: `field "parameters.properties.b.items.$ref": "https://example.com/schema.json" points outside the schema: a tool's parameters may refer only to themselves, such as "#/$defs/name"`},
+				{File: tj, Line: 6, Message: `field "parameters.properties.c.$ref": "common.json#/$defs/c" points outside the schema: a tool's parameters may refer only to themselves, such as "#/$defs/name"`},
+			}},
+		{name: "parameters $ref to nothing", files: tool(`{"name": "x", "parameters": {"type": "object",
+  "properties": {"a": {"$ref": "#/$defs/missing"}}}}`, handler),
+			want: []Problem{{File: tj, Line: 1, Message: `field "parameters": not a valid JSON Schema: "#/$defs/missing" points to nothing in the schema`}}},
+		{name: "parameters with $defs", files: tool(`{"name": "x", "parameters": {"type": "object",
+  "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"type": "string", "enum": ["p", "q"]}}}}`, handler)},
 		{name: "does not compile", files: tool(`{"name": "x", "parameters": {"type": "object"}}`, "export default async function () {\n  return (\n}\n"),
 			want: []Problem{{File: "svc/tools/x/handler.ts", Line: 3, Message: `TypeScript does not compile: Unexpected "}"`}}},
 		{name: "no default export", files: tool(`{"name": "x", "parameters": {"type": "object"}}`, "export const run = async () => 1\n"),

@@ -79,7 +79,8 @@ func (c *Client) Tool(names []string) (*Tool, error) {
 			`"connection":{"type":"string","description":"The connection to call.","enum":` + string(enum) + `},` +
 			`"method":{"type":"string","description":"The HTTP method.","enum":` + string(mEnum) + `},` +
 			`"path":{"type":"string","description":"The path relative to the connection's base URL, starting with /, such as /items/42. No scheme or host."},` +
-			`"query":{"type":"object","description":"Query parameters.","additionalProperties":{"type":["string","number","boolean"]}},` +
+			`"query":{"type":"object","description":"Query parameters: a value, or a list of values for a repeated parameter.",` +
+			`"additionalProperties":{"type":["string","number","boolean","array","null"],"items":{"type":["string","number","boolean","null"]}}},` +
 			`"body":{"description":"The JSON body of a POST, PUT, PATCH or DELETE."},` +
 			`"intent":{"type":"string","enum":["read","write","confirmed_write"],"description":"read (the default) for GET and HEAD; write for a change; confirmed_write for a change the user has already confirmed."}},` +
 			`"required":["connection","method","path"],"additionalProperties":false}`),

@@ -71,6 +71,10 @@ type Options struct {
 	// MaxCalls bounds the ctx.callTool calls of one turn (counted in tools.Session.Calls).
 	// Default DefaultMaxCalls.
 	MaxCalls int
+	// Schemas compiles the parameter schemas of the children, against which every
+	// ctx.callTool call is checked before the child runs; the tools of one runtime share one.
+	// Default: one of the tool's own.
+	Schemas *tools.Schemas
 }
 
 // Bounds of composition.
@@ -97,6 +101,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxCalls <= 0 {
 		o.MaxCalls = DefaultMaxCalls
+	}
+	if o.Schemas == nil {
+		o.Schemas = &tools.Schemas{}
 	}
 	return o
 }

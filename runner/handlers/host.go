@@ -304,6 +304,10 @@ func (h *hostCall) callTool(name string, args json.RawMessage) message {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	// The child's schema holds for a handler's calls as for the model's (the loop checks those).
+	if err := h.t.opts.Schemas.Check(child.Spec(), args); err != nil {
+		return message{Error: "failed: " + err.Error()}
+	}
 	h.children++
 	call := tools.Call{ID: h.call.ID + "." + strconv.Itoa(h.children), Arguments: args, Host: h.call.Host, Session: h.call.Session}
 	if ap, ok := child.(tools.Approver); ok && h.j == nil { // durable calls are not confirmed (rule 4)

@@ -448,8 +448,10 @@ func (r *run) handoff(to string, results []models.Message) {
 	}
 }
 
-// callTool runs one call, after the user's approval when the tool asks for it; a panic in a
-// tool is its error, not the runtime's.
+// callTool runs one call: its arguments are checked against the tool's parameter schema first
+// (this is the one place every call of the model passes, so no kind of tool escapes the check;
+// a refused call runs nothing and asks no approval), then the user's approval is asked when
+// the tool wants it. A panic in a tool is its error, not the runtime's.
 func (r *run) callTool(c *models.ToolCall) (res tools.Result, err error) {
 	t, ok := r.p.Tools.Get(c.Name)
 	if !ok {
@@ -467,6 +469,9 @@ func (r *run) callTool(c *models.ToolCall) (res tools.Result, err error) {
 	call := tools.Call{ID: c.ID, Arguments: c.Arguments, Host: host{r}, Session: r.p.Session}
 	ctx, end := r.startToolSpan(c.Name, c.ID)
 	defer func() { end(res.IsError, err) }()
+	if err := r.p.Tools.Check(c.Name, c.Arguments); err != nil {
+		return tools.Result{}, err
+	}
 	if ap, ok := t.(tools.Approver); ok {
 		req, err := ap.NeedsApproval(ctx, call)
 		if err != nil {

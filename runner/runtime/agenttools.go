@@ -19,6 +19,7 @@ func (rt *Runtime) extensions() (tools.Extensions, error) {
 	ext := tools.Extensions{
 		Stores:  func(access map[string]string) []tools.Tool { return stores.Tools(records, access) },
 		Handler: rt.handlerTools(records),
+		Schemas: rt.schemas,
 	}
 	if len(rt.ag.Connections) == 0 {
 		return ext, nil

@@ -60,7 +60,8 @@ func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tool
 	}
 	newHandler = func(t *agent.Tool) (*handlers.Tool, error) {
 		return handlers.New(t, handlers.Options{Sandbox: rt.opts.Sandbox, Key: key, Children: child, Subagent: rt.subagent,
-			Timeout: rt.opts.HandlerTimeout, MaxDepth: rt.opts.CompositeMaxDepth, MaxCalls: rt.opts.CompositeMaxCalls})
+			Timeout: rt.opts.HandlerTimeout, MaxDepth: rt.opts.CompositeMaxDepth, MaxCalls: rt.opts.CompositeMaxCalls,
+			Schemas: rt.schemas})
 	}
 	rt.durableHandler = newHandler
 	return func(t *agent.Tool) (tools.Tool, error) {

@@ -61,7 +61,7 @@ func TestAskUser(t *testing.T) {
 	// Bad arguments are an error result naming the field, and the run goes on.
 	fs = e.chat("", map[string]any{"message": `/tool ask_user {"question": "Q", "options": []}`})
 	res := ofType(fs, "tool_call_result")
-	if len(res) != 1 || res[0].Data["status"] != "error" || !strings.Contains(str(res[0].Data["error"]), `"options"`) || len(ofType(fs, "ask_choice")) != 0 {
+	if len(res) != 1 || res[0].Data["status"] != "error" || str(res[0].Data["error"]) != "invalid arguments for ask_user: options: must have at least 1 item, got 0" || len(ofType(fs, "ask_choice")) != 0 {
 		t.Errorf("empty options: %v", res)
 	}
 }

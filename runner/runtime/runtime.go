@@ -173,6 +173,9 @@ type Runtime struct {
 	ownHub     bool // the hub is this runtime's: Close closes it
 	feedbacks  FeedbackStore
 	runs       durable.Store
+	// schemas compiles the parameter schemas of the runtime's tools once, for the model's calls
+	// (the profiles' tool sets) and the handlers' ctx.callTool calls alike.
+	schemas *tools.Schemas
 	// durableHandler compiles a durable tool's handler (set by handlerTools).
 	durableHandler func(*agent.Tool) (*handlers.Tool, error)
 	timers         timers
@@ -248,6 +251,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: stores: %w", err)
 	}
 	rt.records = records
+	rt.schemas = &tools.Schemas{}
 	ext, err := rt.extensions()
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)

@@ -49,7 +49,8 @@ func TestThroughTheLoop(t *testing.T) {
 		t.Fatalf("set frame: status %s, result %s, content %s", f.Status, f.Result, f.Content)
 	}
 	f = run(`/tool store__tickets__set {"customer_id":"acme","number":7,"status":"done"}`)
-	if f.Status != sse.StatusError || f.Error != `field "status": must be one of open, pending, closed; got "done"` {
+	// The loop checks the arguments against the tool's schema before the tool runs.
+	if f.Status != sse.StatusError || f.Error != `invalid arguments for store__tickets__set: status: must be one of "open", "pending", "closed"; got "done"` {
 		t.Fatalf("refused set frame: status %s, error %q", f.Status, f.Error)
 	}
 	hist, err := r.History(context.Background(), "tickets", "acme-7")

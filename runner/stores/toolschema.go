@@ -76,21 +76,22 @@ func toolParameters(e *entity, action string) json.RawMessage {
 				names = append(names, name)
 			}
 		}
+		// null stands for a field left out, as the tool reads it.
 		schema = map[string]any{"type": "object", "properties": map[string]any{
 			"where": map[string]any{
-				"type":                 "object",
+				"type":                 []string{"object", "null"},
 				"description":          "Keep only the records whose fields equal these values (fields " + strings.Join(names, ", ") + ").",
 				"properties":           props,
 				"additionalProperties": false,
 			},
 			"limit": map[string]any{
-				"type": "integer", "minimum": 1, "maximum": MaxLimit, "default": DefaultLimit,
+				"type": []string{"integer", "null"}, "minimum": 1, "maximum": MaxLimit, "default": DefaultLimit,
 				"description": fmt.Sprintf("The most records to return, 1 to %d; default %d.", MaxLimit, DefaultLimit),
 			},
 		}, "additionalProperties": false}
 	default:
 		schema = map[string]any{"type": "object", "properties": map[string]any{
-			"key": map[string]any{"type": "string", "description": "The record's key: " + e.def.Entity.Key + " filled in with its fields."},
+			"key": map[string]any{"type": "string", "minLength": 1, "description": "The record's key: " + e.def.Entity.Key + " filled in with its fields."},
 		}, "required": []string{"key"}, "additionalProperties": false}
 	}
 	b, err := encodeJSON(schema)

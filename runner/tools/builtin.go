@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,13 +26,24 @@ type nameArgs struct {
 
 func parseName(raw json.RawMessage, known []string) (string, error) {
 	var a nameArgs
-	if err := json.Unmarshal(raw, &a); err != nil {
+	if err := decodeStrict(raw, &a); err != nil {
 		return "", fmt.Errorf("%w: want {\"name\": string}: %v", ErrBadArguments, err)
 	}
 	if a.Name == "" {
 		return "", fmt.Errorf("%w: \"name\" is required (one of %s)", ErrBadArguments, strings.Join(known, ", "))
 	}
 	return a.Name, nil
+}
+
+// decodeStrict decodes the JSON object raw into v, refusing fields v does not have (as the
+// tools' schemas say, "additionalProperties": false). Empty raw is {}.
+func decodeStrict(raw json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 func nameSchema(what string, names []string) json.RawMessage {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"svc/auth"
@@ -38,10 +39,10 @@ func NewAskUser() *AskUser {
 		Description: "Ask the user a question with a fixed set of answers to choose from, shown as buttons. " +
 			"The turn ends after the question; the user's choice arrives as their next message.",
 		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"question":{"type":"string","description":"The question, in the user's language."},` +
-			`"options":{"type":"array","minItems":1,"maxItems":20,"description":"The answers to choose from.","items":{"type":"object","properties":{` +
-			`"value":{"type":"string","description":"What the user's message will say when they choose it."},` +
-			`"label":{"type":"string","description":"What the button shows."}},"required":["value","label"],"additionalProperties":false}},` +
+			`"question":{"type":"string","minLength":1,"maxLength":` + strconv.Itoa(maxAskQuestion) + `,"description":"The question, in the user's language."},` +
+			`"options":{"type":"array","minItems":1,"maxItems":` + strconv.Itoa(maxAskOptions) + `,"description":"The answers to choose from, each value once.","items":{"type":"object","properties":{` +
+			`"value":{"type":"string","minLength":1,"maxLength":` + strconv.Itoa(maxAskLabel) + `,"description":"What the user's message will say when they choose it."},` +
+			`"label":{"type":"string","minLength":1,"maxLength":` + strconv.Itoa(maxAskLabel) + `,"description":"What the button shows."}},"required":["value","label"],"additionalProperties":false}},` +
 			`"multi":{"type":"boolean","description":"Whether several answers may be chosen."}},` +
 			`"required":["question","options"],"additionalProperties":false}`),
 	}}
@@ -64,9 +65,7 @@ type askArgs struct {
 // Call implements Tool. It emits ask_choice and ends the run.
 func (t *AskUser) Call(ctx context.Context, call Call) (Result, error) {
 	var a askArgs
-	dec := json.NewDecoder(strings.NewReader(string(call.Arguments)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
+	if err := decodeStrict(call.Arguments, &a); err != nil {
 		return Result{}, fmt.Errorf("%w: want {\"question\": string, \"options\": [{\"value\", \"label\"}], \"multi\"?: boolean}: %v", ErrBadArguments, err)
 	}
 	switch {
@@ -139,7 +138,7 @@ func (t *Handoff) Call(ctx context.Context, call Call) (Result, error) {
 	var a struct {
 		Agent string `json:"agent"`
 	}
-	if err := json.Unmarshal(call.Arguments, &a); err != nil {
+	if err := decodeStrict(call.Arguments, &a); err != nil {
 		return Result{}, fmt.Errorf("%w: want {\"agent\": string}: %v", ErrBadArguments, err)
 	}
 	if !slices.Contains(t.targets, a.Agent) {

@@ -32,6 +32,9 @@ type Extensions struct {
 	Connections func(names []string) (Tool, string, error)
 	// Handler returns the tool of a handler of svc/tools, inline or durable.
 	Handler func(t *agent.Tool) (Tool, error)
+	// Schemas compiles the parameter schemas of the selected tools; sharing one between the
+	// selections of one agent compiles each schema once. nil compiles afresh.
+	Schemas *Schemas
 }
 
 // ForAgent selects the tools of named, an agent of ag; named nil is the unscoped default chat,
@@ -137,7 +140,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 		}
 		addStores(all)
 		addHandoff()
-		sel.Set = NewSet(ts...)
+		sel.Set = ext.Schemas.NewSet(ts...)
 		return sel
 	}
 
@@ -168,7 +171,7 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 	addStores(named.Stores)
 	sel.Omitted = slices.Compact(sel.Omitted)
 	addHandoff()
-	sel.Set = NewSet(ts...)
+	sel.Set = ext.Schemas.NewSet(ts...)
 	return sel
 }
 

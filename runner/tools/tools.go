@@ -130,16 +130,28 @@ type Widget struct {
 	Data json.RawMessage // any JSON
 }
 
-// Set is the ordered set of tools offered to a model. It is immutable once built.
+// Set is the ordered set of tools offered to a model, with each tool's parameter schema
+// compiled, for Check. It is immutable once built and safe for concurrent use.
 type Set struct {
-	list   []Tool
-	byName map[string]Tool
-	specs  []models.ToolSpec
+	list    []Tool
+	byName  map[string]Tool
+	specs   []models.ToolSpec
+	schemas map[string]*schema // by tool name
+	cache   *Schemas           // where they were compiled, for With
 }
 
-// NewSet returns a set of ts; a later tool with the name of an earlier one replaces it.
-func NewSet(ts ...Tool) *Set {
-	s := &Set{byName: make(map[string]Tool, len(ts))}
+// NewSet returns a set of ts; a later tool with the name of an earlier one replaces it. It
+// compiles the parameter schema of every tool (Check); Schemas.NewSet shares the compiled
+// schemas between sets.
+func NewSet(ts ...Tool) *Set { return (&Schemas{}).NewSet(ts...) }
+
+// NewSet is the package's NewSet with the schemas compiled in c: a schema c compiled already
+// (the same text) is not compiled again. A nil c compiles afresh.
+func (c *Schemas) NewSet(ts ...Tool) *Set {
+	if c == nil {
+		c = &Schemas{}
+	}
+	s := &Set{byName: make(map[string]Tool, len(ts)), cache: c}
 	for _, t := range ts {
 		name := t.Spec().Name
 		if _, dup := s.byName[name]; dup {
@@ -156,15 +168,20 @@ func NewSet(ts ...Tool) *Set {
 	for _, t := range s.list {
 		s.specs = append(s.specs, t.Spec())
 	}
+	s.schemas = make(map[string]*schema, len(s.specs))
+	for _, sp := range s.specs {
+		s.schemas[sp.Name] = c.compile(sp.Parameters)
+	}
 	return s
 }
 
 // With returns a new set of s's tools followed by ts (which replace tools of the same name).
+// Schemas s compiled are not compiled again.
 func (s *Set) With(ts ...Tool) *Set {
 	if s == nil {
 		return NewSet(ts...)
 	}
-	return NewSet(append(append([]Tool(nil), s.list...), ts...)...)
+	return s.cache.NewSet(append(append([]Tool(nil), s.list...), ts...)...)
 }
 
 // Get returns the tool called name.

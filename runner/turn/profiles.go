@@ -55,6 +55,9 @@ type Profiles struct {
 // same name replaces the agent's).
 func NewProfiles(ag *agent.Agent, ext tools.Extensions, extra []tools.Tool) *Profiles {
 	ps := &Profiles{ag: ag, m: make(map[profileKey]*Profile)}
+	if ext.Schemas == nil {
+		ext.Schemas = &tools.Schemas{} // each tool's parameter schema compiled once for all profiles
+	}
 	skills := []string{""}
 	for n := range ag.Skills {
 		skills = append(skills, n)
