@@ -42,7 +42,7 @@ func echo() int {
 		}
 		switch string(b) {
 		case "hang":
-			select {}
+			time.Sleep(time.Hour)
 		case "grow":
 			kept = grow(w)
 		case "exit":
