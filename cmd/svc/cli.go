@@ -98,7 +98,9 @@ func explain(err error) error {
 	case e.Code == client.CodeEvalGateBlocked:
 		return fmt.Errorf("promotion blocked: the svc/evals status of the source commit is pending or failing (%s); fix the evals or pass --force", detail)
 	case e.Code == client.CodeNothingToRollBack:
-		return fmt.Errorf("nothing to roll back to: no earlier deployment of the environment completed and was live (%s); the active deployment is unchanged", detail)
+		// The platform's message says the same as the code: it is not repeated.
+		return errors.New("nothing to roll back to: no earlier deployment of the environment was ready and active, so the active deployment is unchanged; " +
+			"rollback needs one: once a newer deployment is active (svc deploy or svc promote), `svc rollback` returns to the one active now")
 	case e.Code == client.CodeBundleUnavailable:
 		// The platform's message says which: a bundle that is missing or does not open, or (on
 		// promote) a source environment with no active deployment. Either way nothing was changed.
@@ -159,7 +161,12 @@ func printDeployment(w io.Writer, headline string, d client.Deployment) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  deployment\t%s\n", d.DeployID)
 	fmt.Fprintf(tw, "  environment\t%s\n", d.Environment)
-	fmt.Fprintf(tw, "  build\t%s\n", d.BuildID)
+	if d.PromotedFrom != "" {
+		// A promotion builds nothing: its build id has no log; the bundle is the source deployment's.
+		fmt.Fprintf(tw, "  copied from\tdeployment %s\n", d.PromotedFrom)
+	} else {
+		fmt.Fprintf(tw, "  build\t%s\n", d.BuildID)
+	}
 	ref := shortRef(d)
 	if d.Branch != "" {
 		ref += " (" + d.Branch + ")"
