@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -61,7 +63,23 @@ func (r *remote) client() (*client.Client, error) {
 	if strings.TrimSpace(r.token) == "" {
 		return nil, errors.New("no platform token: set SVC_TOKEN or pass --token (a pk_ token)")
 	}
-	return client.New(r.url, strings.TrimSpace(r.token), nil), nil
+	return client.New(r.url, strings.TrimSpace(r.token), &http.Client{Transport: refusedHint(r.url)}), nil
+}
+
+// refusedHint is the default transport, whose refused connections say what to check: that the
+// platform runs, and that SVC_URL (--url) names it.
+func refusedHint(platformURL string) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	var d net.Dialer
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("no platform answers at %s (connection refused): is `svc up` running? "+
+				"If the platform is elsewhere, set SVC_URL or pass --url", platformURL)
+		}
+		return conn, err
+	}
+	return t
 }
 
 // resolve returns the client and the agent named by --agent or, when given, the positional name.

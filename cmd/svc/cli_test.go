@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -989,5 +990,27 @@ func TestChatExitThroughAPipe(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("svc chat did not leave on /exit while its input stayed open")
+	}
+}
+
+// TestCLIConnectionRefused: a client command with nothing listening at the platform URL asks
+// whether svc up runs and names SVC_URL and --url.
+func TestCLIConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	if err := ln.Close(); err != nil { // nothing listens there now
+		t.Fatal(err)
+	}
+	res := runCLI(t, nil, "", "status", "--agent", "hello", "--url", url, "--token", "pk_x")
+	if res.err == nil {
+		t.Fatal("status with nothing listening succeeded")
+	}
+	for _, want := range []string{"no platform answers at " + url, "connection refused", "is `svc up` running?", "SVC_URL", "--url"} {
+		if !strings.Contains(res.err.Error(), want) {
+			t.Errorf("status with nothing listening = %v, want %q in it", res.err, want)
+		}
 	}
 }
