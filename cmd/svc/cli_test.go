@@ -932,6 +932,20 @@ func TestChatRefusals(t *testing.T) {
 			}
 		})
 	}
+	// Without a production deployment, chat says what could serve: promote or --deployment.
+	if res := runCLI(t, p, "", "chat", "hello", "-m", "x"); res.err == nil || !strings.Contains(res.err.Error(), "svc promote --agent hello --from ENV") ||
+		!strings.Contains(res.err.Error(), "--deployment DEPLOY_ID") {
+		t.Errorf("chat without any deployment = %v", res.err)
+	}
+	a := newAgent(t, p, "previewed", false)
+	d := deployDir(t, p, a.AgentID, agentDir(t), "preview")
+	res := runCLI(t, p, "", "chat", "previewed", "-m", "x")
+	for _, want := range []string{"NO_ACTIVE_DEPLOYMENT", "deployment " + d.DeployID + " is active in preview",
+		"svc promote --agent previewed --from preview", "svc chat previewed --deployment " + d.DeployID} {
+		if res.err == nil || !strings.Contains(res.err.Error(), want) {
+			t.Errorf("chat with only a preview deployment = %v, want %q in it", res.err, want)
+		}
+	}
 }
 
 func TestAgentURL(t *testing.T) {
