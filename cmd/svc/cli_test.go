@@ -1028,3 +1028,17 @@ func TestCLIConnectionRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIResolvesASlugInOneRequest: GET /api/agents/{id} takes a slug too, so that resolving
+// --agent SLUG makes no failing (404) request for the API's log.
+func TestCLIResolvesASlugInOneRequest(t *testing.T) {
+	p := startPlatform(t)
+	a := newAgent(t, p, "sluggish", false)
+	got, err := admin(p).GetAgent(context.Background(), "sluggish")
+	if err != nil || got.AgentID != a.AgentID {
+		t.Fatalf("GET /api/agents/sluggish = %+v, %v; want agent %s", got, err, a.AgentID)
+	}
+	if _, err := admin(p).GetAgent(context.Background(), "nobody"); err == nil {
+		t.Error("GET /api/agents/nobody succeeded")
+	}
+}
