@@ -5,7 +5,7 @@ GO ?= go
 PKGS ?= ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: test services check build run bench fuzz
+.PHONY: test services check build run bench
 
 test: services check
 	SVC_TEST_REQUIRE_SERVICES=1 $(GO) test $(TESTFLAGS) $(PKGS)

@@ -97,13 +97,18 @@ func (a *API) principal(ctx context.Context, header string) (auth.Principal, err
 	return p, nil
 }
 
-// allowAgent checks that p may act on agent id (its binding) and loads the agent: a token bound
-// to another agent is FORBIDDEN before any look-up; an unknown agent is NOT_FOUND.
+// allowAgent checks that p may act on agent id (its binding) and loads the agent. id is an
+// agent id or a slug, so that clients naming an agent by slug need no failing look-up first. A
+// token bound to another agent is FORBIDDEN, whether that agent exists or not; an unknown agent
+// is NOT_FOUND.
 func (a *API) allowAgent(ctx context.Context, p auth.Principal, id string) (registry.Agent, error) {
-	if p.AgentID != "" && p.AgentID != id {
+	ag, err := a.agents.Get(ctx, id)
+	if errors.Is(err, registry.ErrAgentNotFound) {
+		ag, err = a.agents.GetBySlug(ctx, id)
+	}
+	if p.AgentID != "" && (err != nil || ag.ID != p.AgentID) {
 		return registry.Agent{}, Errorf(errcode.Forbidden, "this token is bound to another agent")
 	}
-	ag, err := a.agents.Get(ctx, id)
 	if errors.Is(err, registry.ErrAgentNotFound) {
 		return registry.Agent{}, Errorf(errcode.NotFound, "agent %s not found", id)
 	}

@@ -84,6 +84,8 @@ type Deployment struct {
 	ReadyAt         *time.Time `json:"readyAt,omitempty"`
 	ActivatedAt     *time.Time `json:"activatedAt,omitempty"`
 	Error           string     `json:"error,omitempty"`
+	// PromotedFrom is the deployment a promotion copied the bundle of; its build has the log.
+	PromotedFrom string `json:"promotedFrom,omitempty"`
 	// Runtime is running, stopped, unavailable (a runner could not load the bundle:
 	// RuntimeError says why) or none (the deployment is not ready).
 	Runtime      string `json:"runtime,omitempty"`

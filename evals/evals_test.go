@@ -207,6 +207,26 @@ func TestRunMalformedVerdictIsAnError(t *testing.T) {
 	}
 }
 
+// TestRunEchoJudgeSaysAJudgeModelIsNeeded: the echo model repeats the judge's prompt; the
+// judged assertions are errors that say how to name a judge model, not "malformed verdict".
+func TestRunEchoJudgeSaysAJudgeModelIsNeeded(t *testing.T) {
+	chat := &fakeChat{scripts: map[string][][]sse.Frame{annualQuery: {annualPass()}}}
+	res, err := evals.Run(t.Context(), evals.Params{Evals: fixtureEvals(t)[1:], Chat: chat.chat, Judge: models.Echo{}, JudgeModel: "echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := res.Evals[0]
+	if res.State != evals.StateError || e.Status != evals.StatusError {
+		t.Errorf("State %s, eval %s; want error, error", res.State, e.Status)
+	}
+	for _, a := range e.Assertions[1:] {
+		if a.Status != evals.StatusError || !strings.Contains(a.Reason, "SVC_EVAL_JUDGE_MODEL") || !strings.Contains(a.Reason, "models.main") ||
+			strings.Contains(a.Reason, "malformed") {
+			t.Errorf("judged assertion %+v, want an error naming SVC_EVAL_JUDGE_MODEL and models.main", a)
+		}
+	}
+}
+
 func TestRunTwoRunsOneFails(t *testing.T) {
 	failing := turnFrames("Your refund is possible in full.") // no load_knowledge call
 	chat := &fakeChat{scripts: map[string][][]sse.Frame{annualQuery: {annualPass(), failing}}}

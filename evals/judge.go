@@ -50,8 +50,16 @@ func judge(ctx context.Context, p *Params, query string, t *turn, assertions []s
 		}
 		return allError(len(assertions), "judge call failed: "+err.Error()), 0, nil
 	}
+	if resp.Message.Content == models.EchoPrefix+req.Messages[0].Content {
+		// The echo model repeats the prompt: no verdict can come of it, whatever the assertions.
+		return allError(len(assertions), echoJudge), resp.Usage.Total(), nil
+	}
 	return parseVerdicts(resp.Message.Content, len(assertions)), resp.Usage.Total(), nil
 }
+
+// echoJudge is the reason of every judged assertion when the judge is the echo model.
+const echoJudge = "no judge model: the echo model judged, and it only repeats the prompt; " +
+	"set SVC_EVAL_JUDGE_MODEL (such as openai/gpt-4.1-mini) or the agent's models.main in svc.json to a real model"
 
 // judgePrompt writes the transcript and the numbered assertions for the judge.
 func judgePrompt(query string, t *turn, assertions []string) string {

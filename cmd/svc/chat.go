@@ -328,11 +328,31 @@ func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err e
 			continue
 		}
 		rd.endLine()
+		if !ch.direct && errors.As(err, &e) && e.Code == client.CodeNoActiveDeployment {
+			return false, ch.noActive(ctx, err)
+		}
 		if err != nil {
 			return false, err // a runtime's refusal: the platform token's advice of explain does not apply
 		}
 		return rd.failed, rd.werr
 	}
+}
+
+// noActive explains NO_ACTIVE_DEPLOYMENT (the persistent URL serves production only): it names
+// the deployments active in other environments, to promote or to talk to with --deployment.
+func (ch *chatter) noActive(ctx context.Context, err error) error {
+	slug := ch.agent.Slug
+	deps, lerr := ch.c.ListDeployments(ctx, ch.agent.AgentID, "")
+	for _, d := range deps { // newest first
+		if lerr == nil && d.IsActive && d.Environment != client.Production {
+			return fmt.Errorf("%s has no active production deployment, which its URL serves (%w); deployment %s is active in %s: "+
+				"promote it with `svc promote --agent %s --from %s`, or talk to it with `svc chat %s --deployment %s`",
+				slug, err, d.DeployID, d.Environment, slug, d.Environment, slug, d.DeployID)
+		}
+	}
+	return fmt.Errorf("%s has no active production deployment, which its URL serves (%w): deploy one with `svc deploy --agent %s`, "+
+		"promote one with `svc promote --agent %s --from ENV`, or talk to a ready one with `svc chat %s --deployment DEPLOY_ID` (`svc status` lists them)",
+		slug, err, slug, slug, slug)
 }
 
 // chatRenderer prints a turn's frames, and asks the user the approvals the turn waits for.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -61,7 +63,23 @@ func (r *remote) client() (*client.Client, error) {
 	if strings.TrimSpace(r.token) == "" {
 		return nil, errors.New("no platform token: set SVC_TOKEN or pass --token (a pk_ token)")
 	}
-	return client.New(r.url, strings.TrimSpace(r.token), nil), nil
+	return client.New(r.url, strings.TrimSpace(r.token), &http.Client{Transport: refusedHint(r.url)}), nil
+}
+
+// refusedHint is the default transport, whose refused connections say what to check: that the
+// platform runs, and that SVC_URL (--url) names it.
+func refusedHint(platformURL string) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	var d net.Dialer
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("no platform answers at %s (connection refused): is `svc up` running? "+
+				"If the platform is elsewhere, set SVC_URL or pass --url", platformURL)
+		}
+		return conn, err
+	}
+	return t
 }
 
 // resolve returns the client and the agent named by --agent or, when given, the positional name.
@@ -98,7 +116,9 @@ func explain(err error) error {
 	case e.Code == client.CodeEvalGateBlocked:
 		return fmt.Errorf("promotion blocked: the svc/evals status of the source commit is pending or failing (%s); fix the evals or pass --force", detail)
 	case e.Code == client.CodeNothingToRollBack:
-		return fmt.Errorf("nothing to roll back to: no earlier deployment of the environment completed and was live (%s); the active deployment is unchanged", detail)
+		// The platform's message says the same as the code: it is not repeated.
+		return errors.New("nothing to roll back to: no earlier deployment of the environment was ready and active, so the active deployment is unchanged; " +
+			"rollback needs one: once a newer deployment is active (svc deploy or svc promote), `svc rollback` returns to the one active now")
 	case e.Code == client.CodeBundleUnavailable:
 		// The platform's message says which: a bundle that is missing or does not open, or (on
 		// promote) a source environment with no active deployment. Either way nothing was changed.
@@ -159,7 +179,12 @@ func printDeployment(w io.Writer, headline string, d client.Deployment) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  deployment\t%s\n", d.DeployID)
 	fmt.Fprintf(tw, "  environment\t%s\n", d.Environment)
-	fmt.Fprintf(tw, "  build\t%s\n", d.BuildID)
+	if d.PromotedFrom != "" {
+		// A promotion builds nothing: its build id has no log; the bundle is the source deployment's.
+		fmt.Fprintf(tw, "  copied from\tdeployment %s\n", d.PromotedFrom)
+	} else {
+		fmt.Fprintf(tw, "  build\t%s\n", d.BuildID)
+	}
 	ref := shortRef(d)
 	if d.Branch != "" {
 		ref += " (" + d.Branch + ")"

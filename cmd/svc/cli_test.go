@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -448,8 +449,9 @@ func TestLogs(t *testing.T) {
 	if res := runCLI(t, p, "", "logs", "b-nope"); res.err == nil || !strings.Contains(res.err.Error(), "NOT_FOUND") {
 		t.Errorf("logs of a missing build = %v", res.err)
 	}
-	if res := runCLI(t, p, "", "logs"); res.err == nil {
-		t.Error("logs without a build id succeeded")
+	// Without a build id: where build ids come from, not cobra's "accepts 1 arg(s)".
+	if res := runCLI(t, p, "", "logs"); res.err == nil || !strings.Contains(res.err.Error(), "needs one BUILD_ID") || !strings.Contains(res.err.Error(), "`svc deploy` prints") {
+		t.Errorf("logs without a build id = %v, want where build ids come from", res.err)
 	}
 }
 
@@ -556,7 +558,11 @@ func TestActivatePromoteRollback(t *testing.T) {
 	if res.err != nil {
 		t.Fatal(res.err)
 	}
-	wantLines(t, "promote", res.stdout, "Promoted staging to production: deployment d", " is now active", "environment  production")
+	// A promotion builds nothing: it names the deployment it copied, not a build without a log.
+	wantLines(t, "promote", res.stdout, "Promoted staging to production: deployment d", " is now active", "environment  production", "copied from  deployment d")
+	if strings.Contains(res.stdout, "  build ") {
+		t.Errorf("promote names a build:\n%s", res.stdout)
+	}
 	active, err := admin(p).ActiveDeployment(ctx, a.AgentID, "")
 	if err != nil || active.DeployID == first.DeployID {
 		t.Fatalf("active after promote = %+v, %v", active, err)
@@ -585,8 +591,10 @@ func TestActivatePromoteRollback(t *testing.T) {
 		t.Errorf("promote from an environment with nothing active = %v, want %q", res.err, want)
 	}
 	res = runCLI(t, p, "", "rollback", "--agent", "hello", "--env", "staging")
-	wantErr(t, "rollback of an environment that had one deployment", res.err,
-		"nothing to roll back to: no earlier deployment of the environment completed and was live (", "); the active deployment is unchanged")
+	// Said once (not the platform's message again), with what makes a rollback possible.
+	if res.err == nil || strings.Count(res.err.Error(), "no earlier deployment") != 1 || !strings.Contains(res.err.Error(), "once a newer deployment is active") {
+		t.Errorf("rollback of an environment that had one deployment = %v", res.err)
+	}
 	if res := runCLI(t, p, "", "rollback", "--agent", "hello", "--env", "nowhere"); res.err == nil || !strings.Contains(res.err.Error(), "nothing to roll back") {
 		t.Errorf("rollback of an empty environment = %v", res.err)
 	}
@@ -924,6 +932,20 @@ func TestChatRefusals(t *testing.T) {
 			}
 		})
 	}
+	// Without a production deployment, chat says what could serve: promote or --deployment.
+	if res := runCLI(t, p, "", "chat", "hello", "-m", "x"); res.err == nil || !strings.Contains(res.err.Error(), "svc promote --agent hello --from ENV") ||
+		!strings.Contains(res.err.Error(), "--deployment DEPLOY_ID") {
+		t.Errorf("chat without any deployment = %v", res.err)
+	}
+	a := newAgent(t, p, "previewed", false)
+	d := deployDir(t, p, a.AgentID, agentDir(t), "preview")
+	res := runCLI(t, p, "", "chat", "previewed", "-m", "x")
+	for _, want := range []string{"NO_ACTIVE_DEPLOYMENT", "deployment " + d.DeployID + " is active in preview",
+		"svc promote --agent previewed --from preview", "svc chat previewed --deployment " + d.DeployID} {
+		if res.err == nil || !strings.Contains(res.err.Error(), want) {
+			t.Errorf("chat with only a preview deployment = %v, want %q in it", res.err, want)
+		}
+	}
 }
 
 func TestAgentURL(t *testing.T) {
@@ -982,5 +1004,41 @@ func TestChatExitThroughAPipe(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("svc chat did not leave on /exit while its input stayed open")
+	}
+}
+
+// TestCLIConnectionRefused: a client command with nothing listening at the platform URL asks
+// whether svc up runs and names SVC_URL and --url.
+func TestCLIConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	if err := ln.Close(); err != nil { // nothing listens there now
+		t.Fatal(err)
+	}
+	res := runCLI(t, nil, "", "status", "--agent", "hello", "--url", url, "--token", "pk_x")
+	if res.err == nil {
+		t.Fatal("status with nothing listening succeeded")
+	}
+	for _, want := range []string{"no platform answers at " + url, "connection refused", "is `svc up` running?", "SVC_URL", "--url"} {
+		if !strings.Contains(res.err.Error(), want) {
+			t.Errorf("status with nothing listening = %v, want %q in it", res.err, want)
+		}
+	}
+}
+
+// TestCLIResolvesASlugInOneRequest: GET /api/agents/{id} takes a slug too, so that resolving
+// --agent SLUG makes no failing (404) request for the API's log.
+func TestCLIResolvesASlugInOneRequest(t *testing.T) {
+	p := startPlatform(t)
+	a := newAgent(t, p, "sluggish", false)
+	got, err := admin(p).GetAgent(context.Background(), "sluggish")
+	if err != nil || got.AgentID != a.AgentID {
+		t.Fatalf("GET /api/agents/sluggish = %+v, %v; want agent %s", got, err, a.AgentID)
+	}
+	if _, err := admin(p).GetAgent(context.Background(), "nobody"); err == nil {
+		t.Error("GET /api/agents/nobody succeeded")
 	}
 }

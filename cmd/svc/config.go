@@ -66,7 +66,28 @@ type setting struct {
 	flag, env, def, help string
 	bind                 func(c *Config, v string) error
 	secret               bool
+	// roles are the commands that read the setting: only they declare its flag and read its
+	// environment variable; the others use the default.
+	roles role
+	// kind is the value's type as --help shows it: "" (string), "bool", "int" or "duration".
+	kind string
 }
+
+// role is a set of the commands that read settings.
+type role uint8
+
+// The commands that read settings.
+const (
+	forUp role = 1 << iota
+	forAPI
+	forWorker
+	forRunner
+	forMigrate
+
+	// servers are the roles that open the platform; runtimes those that run agents (and evals).
+	servers  = forUp | forAPI | forWorker | forRunner
+	runtimes = forUp | forWorker | forRunner
+)
 
 func str(dst func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *dst(c) = v; return nil }
@@ -74,27 +95,27 @@ func str(dst func(*Config) *string) func(*Config, string) error {
 
 func settings() []setting {
 	return []setting{
-		{flag: "addr", env: "SVC_ADDR", def: "127.0.0.1:8080", help: "listen address of up, api and runner", bind: str(func(c *Config) *string { return &c.Addr })},
-		{flag: "apps-domain", env: "SVC_APPS_DOMAIN", def: "apps.localhost", help: "domain whose subdomains serve agents", bind: str(func(c *Config) *string { return &c.AppsDomain })},
-		{flag: "data-dir", env: "SVC_DATA_DIR", def: "./.svc", help: "embedded database, objects and keys of svc up", bind: str(func(c *Config) *string { return &c.DataDir })},
-		{flag: "database-url", env: "DATABASE_URL", def: "", help: "postgres:// URL; empty: SQLite in the data dir", bind: str(func(c *Config) *string { return &c.DatabaseURL }), secret: true},
-		{flag: "redis-url", env: "REDIS_URL", def: "", help: "redis:// URL of the asynq queue; empty: the in-process queue", bind: str(func(c *Config) *string { return &c.RedisURL }), secret: true},
-		{flag: "s3-endpoint", env: "SVC_S3_ENDPOINT", def: "", help: "S3 host:port; empty: objects in the data dir", bind: str(func(c *Config) *string { return &c.S3Endpoint })},
-		{flag: "s3-bucket", env: "SVC_S3_BUCKET", def: "svc", help: "S3 bucket (created when missing)", bind: str(func(c *Config) *string { return &c.S3Bucket })},
-		{flag: "s3-access-key", env: "SVC_S3_ACCESS_KEY", def: "", help: "S3 access key", bind: str(func(c *Config) *string { return &c.S3AccessKey })},
-		{flag: "s3-secret-key", env: "SVC_S3_SECRET_KEY", def: "", help: "S3 secret key", bind: str(func(c *Config) *string { return &c.S3SecretKey }), secret: true},
-		{flag: "s3-use-ssl", env: "SVC_S3_USE_SSL", def: "false", help: "use https for S3", bind: func(c *Config, v string) error {
+		{flag: "addr", roles: forUp | forAPI | forRunner, env: "SVC_ADDR", def: "127.0.0.1:8080", help: "listen address of up, api and runner", bind: str(func(c *Config) *string { return &c.Addr })},
+		{flag: "apps-domain", roles: servers, env: "SVC_APPS_DOMAIN", def: "apps.localhost", help: "domain whose subdomains serve agents", bind: str(func(c *Config) *string { return &c.AppsDomain })},
+		{flag: "data-dir", roles: forUp | forMigrate, env: "SVC_DATA_DIR", def: "./.svc", help: "embedded database, objects and keys of svc up", bind: str(func(c *Config) *string { return &c.DataDir })},
+		{flag: "database-url", roles: servers | forMigrate, env: "DATABASE_URL", def: "", help: "postgres:// URL; empty: SQLite in the data dir", bind: str(func(c *Config) *string { return &c.DatabaseURL }), secret: true},
+		{flag: "redis-url", roles: servers, env: "REDIS_URL", def: "", help: "redis:// URL of the asynq queue; empty: the in-process queue", bind: str(func(c *Config) *string { return &c.RedisURL }), secret: true},
+		{flag: "s3-endpoint", roles: servers, env: "SVC_S3_ENDPOINT", def: "", help: "S3 host:port; empty: objects in the data dir", bind: str(func(c *Config) *string { return &c.S3Endpoint })},
+		{flag: "s3-bucket", roles: servers, env: "SVC_S3_BUCKET", def: "svc", help: "S3 bucket (created when missing)", bind: str(func(c *Config) *string { return &c.S3Bucket })},
+		{flag: "s3-access-key", roles: servers, env: "SVC_S3_ACCESS_KEY", def: "", help: "S3 access key", bind: str(func(c *Config) *string { return &c.S3AccessKey })},
+		{flag: "s3-secret-key", roles: servers, env: "SVC_S3_SECRET_KEY", def: "", help: "S3 secret key", bind: str(func(c *Config) *string { return &c.S3SecretKey }), secret: true},
+		{flag: "s3-use-ssl", roles: servers, kind: "bool", env: "SVC_S3_USE_SSL", def: "false", help: "use https for S3", bind: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
 			c.S3UseSSL = b
 			return err
 		}},
-		{flag: "bootstrap-admin-token", env: "SVC_BOOTSTRAP_ADMIN_TOKEN", def: "", help: "pk_ value made a valid admin token at start", bind: str(func(c *Config) *string { return &c.BootstrapAdmin }), secret: true},
-		{flag: "signing-key", env: "SVC_SIGNING_KEY", def: "", help: "runtime-token key (hex or base64, >= 32 bytes); empty: generated into the data dir", bind: str(func(c *Config) *string { return &c.SigningKey }), secret: true},
-		{flag: "secret-key", env: "SVC_SECRET_KEY", def: "", help: "AES-256 key for agent secrets at rest (hex or base64, 32 bytes); empty: generated into the data dir", bind: str(func(c *Config) *string { return &c.SecretKey }), secret: true},
-		{flag: "default-model", env: "SVC_DEFAULT_MODEL", def: "", help: "provider/model used when svc.json names none", bind: str(func(c *Config) *string { return &c.DefaultModel })},
-		{flag: "log-format", env: "SVC_LOG_FORMAT", def: "", help: "json or text; empty: text on a terminal, json otherwise", bind: str(func(c *Config) *string { return &c.LogFormat })},
-		{flag: "log-level", env: "SVC_LOG_LEVEL", def: "info", help: "debug, info, warn or error", bind: str(func(c *Config) *string { return &c.LogLevel })},
-		{flag: "build-concurrency", env: "SVC_BUILD_CONCURRENCY", def: "4", help: "builds run at once by one worker", bind: func(c *Config, v string) error {
+		{flag: "bootstrap-admin-token", roles: forUp | forAPI, env: "SVC_BOOTSTRAP_ADMIN_TOKEN", def: "", help: "pk_ value made a valid admin token at start", bind: str(func(c *Config) *string { return &c.BootstrapAdmin }), secret: true},
+		{flag: "signing-key", roles: servers, env: "SVC_SIGNING_KEY", def: "", help: "runtime-token key (hex or base64, >= 32 bytes); empty: generated into the data dir", bind: str(func(c *Config) *string { return &c.SigningKey }), secret: true},
+		{flag: "secret-key", roles: servers, env: "SVC_SECRET_KEY", def: "", help: "AES-256 key for agent secrets at rest (hex or base64, 32 bytes); empty: generated into the data dir", bind: str(func(c *Config) *string { return &c.SecretKey }), secret: true},
+		{flag: "default-model", roles: runtimes, env: "SVC_DEFAULT_MODEL", def: "", help: "provider/model used when svc.json names none", bind: str(func(c *Config) *string { return &c.DefaultModel })},
+		{flag: "log-format", roles: servers, env: "SVC_LOG_FORMAT", def: "", help: "json or text; empty: text on a terminal, json otherwise", bind: str(func(c *Config) *string { return &c.LogFormat })},
+		{flag: "log-level", roles: servers, env: "SVC_LOG_LEVEL", def: "info", help: "debug, info, warn or error", bind: str(func(c *Config) *string { return &c.LogLevel })},
+		{flag: "build-concurrency", roles: forUp | forWorker, kind: "int", env: "SVC_BUILD_CONCURRENCY", def: "4", help: "builds run at once by one worker", bind: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err == nil && n < 1 {
 				err = errors.New("must be at least 1")
@@ -102,7 +123,7 @@ func settings() []setting {
 			c.BuildConcurrency = n
 			return err
 		}},
-		{flag: "queue-poll-interval", env: "SVC_QUEUE_POLL_INTERVAL", def: "50ms", help: "how often an idle worker asks Redis for queued builds and due retries (asynq; a Go duration, 10ms to 10s): lower picks a build up sooner, at more Redis calls",
+		{flag: "queue-poll-interval", roles: forUp | forWorker, kind: "duration", env: "SVC_QUEUE_POLL_INTERVAL", def: "50ms", help: "how often an idle worker asks Redis for queued builds and due retries (asynq; a Go duration, 10ms to 10s): lower picks a build up sooner, at more Redis calls",
 			bind: func(c *Config, v string) error {
 				d, err := time.ParseDuration(v)
 				if err == nil && (d < 10*time.Millisecond || d > 10*time.Second) {
@@ -111,7 +132,7 @@ func settings() []setting {
 				c.QueuePollInterval = d
 				return err
 			}},
-		{flag: "metrics-addr", env: "SVC_METRICS_ADDR", def: "", help: "listen address of svc worker's GET /metrics and GET /health (empty: none; the other roles serve them on their own address)",
+		{flag: "metrics-addr", roles: forWorker, env: "SVC_METRICS_ADDR", def: "", help: "listen address of svc worker's GET /metrics and GET /health (empty: none; the other roles serve them on their own address)",
 			bind: func(c *Config, v string) error {
 				if v != "" {
 					if _, _, err := net.SplitHostPort(v); err != nil {
@@ -121,7 +142,7 @@ func settings() []setting {
 				c.MetricsAddr = v
 				return nil
 			}},
-		{flag: "metrics-token", env: "SVC_METRICS_TOKEN", def: "", help: "bearer token GET /metrics needs on every role that serves it (at least 16 characters, no spaces); empty: /metrics is open",
+		{flag: "metrics-token", roles: servers, env: "SVC_METRICS_TOKEN", def: "", help: "bearer token GET /metrics needs on every role that serves it (at least 16 characters, no spaces); empty: /metrics is open",
 			bind: func(c *Config, v string) error {
 				if v != "" && (len(v) < 16 || strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f })) {
 					return errors.New("must be at least 16 characters without spaces or control characters")
@@ -129,7 +150,7 @@ func settings() []setting {
 				c.MetricsToken = v
 				return nil
 			}, secret: true},
-		{flag: "runtime-idle-minutes", env: "SVC_RUNTIME_IDLE_MINUTES", def: "30", help: "idle minutes before a live session is evicted from memory", bind: func(c *Config, v string) error {
+		{flag: "runtime-idle-minutes", roles: runtimes, kind: "int", env: "SVC_RUNTIME_IDLE_MINUTES", def: "30", help: "minutes without requests after which a runtime drops a session from memory: a session prepared with POST /sessions and never used expires (its idle_ttl_ms); a stored session stays in the store", bind: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err == nil && n < 1 {
 				err = errors.New("must be at least 1")
@@ -137,13 +158,13 @@ func settings() []setting {
 			c.RuntimeIdleMinutes = n
 			return err
 		}},
-		{flag: "session-storage-mb", env: "SVC_SESSION_STORAGE_MB", def: "100", help: "MiB of history (text and attachments) one session may hold; past it a message gets 413 session_storage_full",
+		{flag: "session-storage-mb", roles: runtimes, kind: "int", env: "SVC_SESSION_STORAGE_MB", def: "100", help: "MiB of history (text and attachments) one session may hold; past it a message gets 413 session_storage_full",
 			bind: mebibytes(func(c *Config) *int64 { return &c.SessionStorageMB })},
-		{flag: "agent-storage-mb", env: "SVC_AGENT_STORAGE_MB", def: "10240", help: "MiB of history all of an agent's sessions may hold; past it a message gets 429 agent_storage_full",
+		{flag: "agent-storage-mb", roles: runtimes, kind: "int", env: "SVC_AGENT_STORAGE_MB", def: "10240", help: "MiB of history all of an agent's sessions may hold; past it a message gets 429 agent_storage_full",
 			bind: mebibytes(func(c *Config) *int64 { return &c.AgentStorageMB })},
-		{flag: "body-memory-mb", env: "SVC_BODY_MEMORY_MB", def: "512", help: "MiB of memory a runner's large chat bodies in flight may take (each counted at 12x its size); past it they wait, then get 503 server_busy",
+		{flag: "body-memory-mb", roles: runtimes, kind: "int", env: "SVC_BODY_MEMORY_MB", def: "512", help: "MiB of memory a runner's large chat bodies in flight may take (each counted at 12x its size); past it they wait, then get 503 server_busy",
 			bind: mebibytes(func(c *Config) *int64 { return &c.BodyMemoryMB })},
-		{flag: "allow-metadata-addresses", env: "SVC_ALLOW_METADATA_ADDRESSES", def: "false", help: "let connection calls reach link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254, metadata.google.internal...), refused by default",
+		{flag: "allow-metadata-addresses", roles: runtimes, kind: "bool", env: "SVC_ALLOW_METADATA_ADDRESSES", def: "false", help: "let connection calls reach link-local and cloud metadata addresses (169.254.0.0/16, fd00:ec2::254, metadata.google.internal...), refused by default",
 			bind: func(c *Config, v string) error {
 				b, err := strconv.ParseBool(v)
 				if err != nil {
@@ -152,11 +173,11 @@ func settings() []setting {
 				c.AllowMetadata = b
 				return err
 			}},
-		{flag: "composite-max-depth", env: "SVC_COMPOSITE_MAX_DEPTH", def: "4", help: "how deeply tools of svc/tools may call tools (ctx.callTool), 1 to 32",
+		{flag: "composite-max-depth", roles: runtimes, kind: "int", env: "SVC_COMPOSITE_MAX_DEPTH", def: "4", help: "how deeply tools of svc/tools may call tools (ctx.callTool), 1 to 32",
 			bind: bounded(1, 32, func(c *Config) *int { return &c.CompositeMaxDepth })},
-		{flag: "composite-max-calls", env: "SVC_COMPOSITE_MAX_CALLS", def: "100", help: "calls tools of svc/tools may make to tools in one turn, 1 to 10000",
+		{flag: "composite-max-calls", roles: runtimes, kind: "int", env: "SVC_COMPOSITE_MAX_CALLS", def: "100", help: "calls tools of svc/tools may make to tools in one turn, 1 to 10000",
 			bind: bounded(1, 10000, func(c *Config) *int { return &c.CompositeMaxCalls })},
-		{flag: "eval-judge-model", env: "SVC_EVAL_JUDGE_MODEL", def: "", help: "provider/model that judges eval assertions no rule recognises; empty: the agent's own model",
+		{flag: "eval-judge-model", roles: forUp | forWorker, env: "SVC_EVAL_JUDGE_MODEL", def: "", help: "provider/model that judges eval assertions no rule recognises; empty: the agent's own model",
 			bind: func(c *Config, v string) error {
 				if v != "" {
 					if _, err := runtime.ParseModel(v); err != nil {
@@ -166,9 +187,9 @@ func settings() []setting {
 				c.EvalJudgeModel = v
 				return nil
 			}},
-		{flag: "eval-max-session-tokens", env: "SVC_EVAL_MAX_SESSION_TOKENS", def: "200000", help: "tokens one eval run's session may spend (its max_session_tokens), 1,000 to 10,000,000",
+		{flag: "eval-max-session-tokens", roles: forUp | forWorker, kind: "int", env: "SVC_EVAL_MAX_SESSION_TOKENS", def: "200000", help: "tokens one eval run's session may spend (its max_session_tokens), 1,000 to 10,000,000",
 			bind: bounded(1000, 10_000_000, func(c *Config) *int { return &c.EvalMaxTokens })},
-		{flag: "public-url", env: "SVC_PUBLIC_URL", def: "", help: "the platform API's address as git hosts and browsers reach it (http or https), for links to eval results in commit statuses; empty: no links",
+		{flag: "public-url", roles: forUp | forWorker, env: "SVC_PUBLIC_URL", def: "", help: "the platform API's address as git hosts and browsers reach it (http or https), for links to eval results in commit statuses; empty: no links",
 			bind: func(c *Config, v string) error {
 				v = strings.TrimRight(v, "/")
 				if v != "" {
@@ -180,23 +201,23 @@ func settings() []setting {
 				c.PublicURL = v
 				return nil
 			}},
-		{flag: "eval-runs", env: "SVC_EVAL_RUNS", def: "1", help: "how many times each eval runs; it passes when every run passes (1 to 10)",
+		{flag: "eval-runs", roles: forUp | forWorker, kind: "int", env: "SVC_EVAL_RUNS", def: "1", help: "how many times each eval runs; it passes when every run passes (1 to 10)",
 			bind: bounded(1, 10, func(c *Config) *int { return &c.EvalRuns })},
-		{flag: "approval-timeout", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",
+		{flag: "approval-timeout", roles: runtimes, kind: "duration", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",
 			bind: func(c *Config, v string) error {
 				d, err := ParseApprovalTimeout(v)
 				c.ApprovalTimeout = d
 				return err
 			}},
-		{flag: "handler-timeout", env: "SVC_HANDLER_TIMEOUT", def: "10s", help: "deadline of one call of a tool of svc/tools, and of one execution of a durable run (a Go duration, 1s to 10m)",
+		{flag: "handler-timeout", roles: runtimes, kind: "duration", env: "SVC_HANDLER_TIMEOUT", def: "10s", help: "deadline of one call of a tool of svc/tools, and of one execution of a durable run (a Go duration, 1s to 10m)",
 			bind: func(c *Config, v string) error {
 				d, err := ParseHandlerTimeout(v)
 				c.HandlerTimeout = d
 				return err
 			}},
-		{flag: "handler-memory-mb", env: "SVC_HANDLER_MEMORY_MB", def: strconv.Itoa(sandbox.DefaultMemoryMB), help: "MiB one call of a tool of svc/tools may take in its sandbox worker before it is stopped (16 to 4096)",
+		{flag: "handler-memory-mb", roles: runtimes, kind: "int", env: "SVC_HANDLER_MEMORY_MB", def: strconv.Itoa(sandbox.DefaultMemoryMB), help: "MiB one call of a tool of svc/tools may take in its sandbox worker before it is stopped (16 to 4096)",
 			bind: bounded(MinHandlerMemoryMB, MaxHandlerMemoryMB, func(c *Config) *int { return &c.HandlerMemoryMB })},
-		{flag: "handler-procs", env: "SVC_HANDLER_PROCS", def: strconv.Itoa(sandbox.DefaultMaxProcs), help: "sandbox worker processes that run calls of tools of svc/tools at once, per process (1 to 256); one agent holds at most half of them",
+		{flag: "handler-procs", roles: runtimes, kind: "int", env: "SVC_HANDLER_PROCS", def: strconv.Itoa(sandbox.DefaultMaxProcs), help: "sandbox worker processes that run calls of tools of svc/tools at once, per process (1 to 256); one agent holds at most half of them",
 			bind: bounded(1, 256, func(c *Config) *int { return &c.HandlerProcs })},
 	}
 }
@@ -274,31 +295,52 @@ func mebibytes(dst func(*Config) *int64) func(*Config, string) error {
 	}
 }
 
-// addFlags declares every setting on fs, with the environment variable's value as the default.
-func addFlags(fs *pflag.FlagSet) {
+// addFlags declares the settings of r on fs, typed as their kind, with the environment
+// variable's value as the default.
+func addFlags(fs *pflag.FlagSet, r role) {
 	for _, s := range settings() {
+		if s.roles&r == 0 {
+			continue
+		}
 		def := s.def
 		if v, ok := os.LookupEnv(s.env); ok {
 			def = v
 		}
-		shown := def
-		if s.secret && shown != "" {
-			shown = "(set)"
+		f := fs.VarPF(&settingValue{v: def, kind: s.kind}, s.flag, "", fmt.Sprintf("%s (env %s)", s.help, s.env))
+		if s.kind == "bool" {
+			f.NoOptDefVal = "true" // --s3-use-ssl alone means true
 		}
-		fs.String(s.flag, def, fmt.Sprintf("%s (env %s)", s.help, s.env))
-		if f := fs.Lookup(s.flag); f != nil && s.secret {
-			f.DefValue = shown
+		if s.secret && def != "" {
+			f.DefValue = "(set)"
 		}
 	}
 }
 
-// loadConfig reads every setting from fs, naming the setting of a bad value.
+// settingValue is a setting's flag: it keeps the text, checked by the setting's bind in
+// loadConfig (so that a bad value names the setting), and shows its kind in --help.
+type settingValue struct{ v, kind string }
+
+func (s *settingValue) String() string { return s.v }
+
+// Set implements pflag.Value.
+func (s *settingValue) Set(v string) error { s.v = v; return nil }
+
+// Type implements pflag.Value: the kind --help shows.
+func (s *settingValue) Type() string {
+	if s.kind == "" {
+		return "string"
+	}
+	return s.kind
+}
+
+// loadConfig reads every setting from fs (the default for one fs does not declare), naming the
+// setting of a bad value.
 func loadConfig(fs *pflag.FlagSet) (Config, error) {
 	var c Config
 	for _, s := range settings() {
-		v, err := fs.GetString(s.flag)
-		if err != nil {
-			return Config{}, fmt.Errorf("setting %s: %w", s.env, err)
+		v := s.def // a setting the command does not read
+		if f := fs.Lookup(s.flag); f != nil {
+			v = f.Value.String()
 		}
 		if err := s.bind(&c, strings.TrimSpace(v)); err != nil {
 			if s.secret {

@@ -31,7 +31,7 @@ func TestQueuePollIntervalSetting(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {
 			fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
-			addFlags(fs)
+			addFlags(fs, forUp|forWorker)
 			if tt.value != "" {
 				if err := fs.Set("queue-poll-interval", tt.value); err != nil {
 					t.Fatal(err)
@@ -67,7 +67,7 @@ func TestMetricsAddrSetting(t *testing.T) {
 	} {
 		t.Run(tt.value, func(t *testing.T) {
 			fs := pflag.NewFlagSet("worker", pflag.ContinueOnError)
-			addFlags(fs)
+			addFlags(fs, forUp|forWorker)
 			if tt.value != "" {
 				if err := fs.Set("metrics-addr", tt.value); err != nil {
 					t.Fatal(err)
@@ -81,5 +81,62 @@ func TestMetricsAddrSetting(t *testing.T) {
 				t.Errorf("MetricsAddr = %q, %v; want %q", cfg.MetricsAddr, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestHelpListsOnlyTheRoleSettings: the --help of each role lists the flags of the settings it
+// reads and no other; every setting is read by at least one role; bool, int and duration settings
+// show their type.
+func TestHelpListsOnlyTheRoleSettings(t *testing.T) {
+	roles := map[string]role{"up": forUp, "api": forAPI, "worker": forWorker, "runner": forRunner, "migrate": forMigrate}
+	for _, s := range settings() {
+		if s.roles == 0 || s.roles&^(servers|forMigrate) != 0 {
+			t.Errorf("setting %s: roles %b, want at least one of up, api, worker, runner, migrate", s.env, s.roles)
+		}
+	}
+	for name, r := range roles {
+		t.Run(name, func(t *testing.T) {
+			out, err := execute(t.Context(), name, "--help")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range settings() {
+				has := strings.Contains(out, "--"+s.flag+" ")
+				if want := s.roles&r != 0; has != want {
+					t.Errorf("svc %s --help lists --%s: %v, want %v", name, s.flag, has, want)
+				}
+			}
+		})
+	}
+	out, err := execute(t.Context(), "up", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--handler-timeout duration", "--handler-procs int", "--allow-metadata-addresses ", "--addr string"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("svc up --help lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "--s3-use-ssl string") || strings.Contains(out, "--allow-metadata-addresses string") {
+		t.Errorf("svc up --help shows a bool setting as a string:\n%s", out)
+	}
+}
+
+// TestSettingsOfOtherRolesAreNotRead: svc migrate does not read SVC_HANDLER_PROCS (a runtime
+// setting), even when it is bad, while svc up refuses it naming it.
+func TestSettingsOfOtherRolesAreNotRead(t *testing.T) {
+	t.Setenv("SVC_HANDLER_PROCS", "lots")
+	fs := pflag.NewFlagSet("migrate", pflag.ContinueOnError)
+	addFlags(fs, forMigrate)
+	if fs.Lookup("handler-procs") != nil {
+		t.Error("migrate declares --handler-procs")
+	}
+	if _, err := loadConfig(fs); err != nil {
+		t.Errorf("migrate's config = %v, want SVC_HANDLER_PROCS not read", err)
+	}
+	fs = pflag.NewFlagSet("up", pflag.ContinueOnError)
+	addFlags(fs, forUp)
+	if _, err := loadConfig(fs); err == nil || !strings.Contains(err.Error(), "SVC_HANDLER_PROCS") {
+		t.Errorf("up's config = %v, want an error naming SVC_HANDLER_PROCS", err)
 	}
 }

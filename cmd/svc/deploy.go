@@ -282,13 +282,22 @@ func (s *stepWriter) line(line string) error {
 	return err
 }
 
+// buildIDArg wants the one BUILD_ID of svc logs, and says where build ids are printed.
+func buildIDArg(_ *cobra.Command, args []string) error {
+	if len(args) == 1 {
+		return nil
+	}
+	return fmt.Errorf("svc logs needs one BUILD_ID (got %d arguments): `svc deploy` prints the build id it starts (\"build b_...\"), "+
+		"and `svc activate` and `svc rollback` print the build of the deployment they activate", len(args))
+}
+
 func logsCommand() *cobra.Command {
 	var r remote
 	var follow bool
 	cmd := &cobra.Command{
 		Use:          "logs BUILD_ID",
 		Short:        "Print a build's log (with -f, follow it until the build ends)",
-		Args:         cobra.ExactArgs(1),
+		Args:         buildIDArg,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := r.client()

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,6 +33,9 @@ func devCommand() *cobra.Command {
 		o := runtime.DevOptions{Dir: ".", AuthToken: os.Getenv("AUTH_TOKEN"), Logger: log}
 		if len(args) == 1 {
 			o.Dir = args[0]
+		}
+		if err := hasManifest(o.Dir); err != nil {
+			return err
 		}
 		if port < 0 || port > 65535 {
 			return fmt.Errorf("--port %d: want 0 to 65535", port)
@@ -108,9 +114,29 @@ func devCommand() *cobra.Command {
 		}, closeRuntime)
 		if err != nil {
 			closeRuntime(context.Background()) // serve failed before it stopped the runtime
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("svc dev: port %d of %s is in use (is another svc dev running?): pass another with --port N, or --port 0 for any free port", port, host)
+			}
 			return fmt.Errorf("svc dev: %w", err)
 		}
 		return nil
 	}
 	return cmd
+}
+
+// hasManifest checks that dir holds svc.json, and otherwise says where it looked and how to name
+// the agent's folder.
+func hasManifest(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	_, err = os.Stat(filepath.Join(abs, "svc.json"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("svc dev: no svc.json in %s: run svc dev in an agent's folder, or name it: svc dev DIR", abs)
+	case err != nil:
+		return fmt.Errorf("svc dev: read %s: %w", filepath.Join(abs, "svc.json"), err)
+	}
+	return nil
 }

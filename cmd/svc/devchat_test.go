@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -41,4 +42,37 @@ func TestDevAndChatRuntime(t *testing.T) {
 	if out, err := execute(context.Background(), "dev", agenttest.Dir(t, "broken"), "--port", "0"); err == nil || !strings.Contains(err.Error(), "colour") {
 		t.Fatalf("svc dev on the broken fixture = %v\n%s", err, out)
 	}
+}
+
+// TestDevRefusals: svc dev in a folder without svc.json says where it looked and suggests
+// svc dev DIR; on a busy port it suggests --port.
+func TestDevRefusals(t *testing.T) {
+	empty, greeter := t.TempDir(), mustAbs(t, "../../examples/greeter")
+	_, err := execute(context.Background(), "dev", empty, "--port", "0")
+	if err == nil || !strings.Contains(err.Error(), "no svc.json in "+empty) || !strings.Contains(err.Error(), "svc dev DIR") {
+		t.Errorf("svc dev in an empty folder = %v", err)
+	}
+	t.Chdir(empty)
+	if _, err := execute(context.Background(), "dev", "--port", "0"); err == nil || !strings.Contains(err.Error(), "no svc.json in "+empty) {
+		t.Errorf("svc dev without DIR in an empty folder = %v, want the absolute path", err)
+	}
+	t.Chdir(greeter)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	if _, err := execute(context.Background(), "dev", ".", "--port", port); err == nil || !strings.Contains(err.Error(), "--port N") || !strings.Contains(err.Error(), "--port 0") {
+		t.Errorf("svc dev on a busy port = %v, want a --port suggestion", err)
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }

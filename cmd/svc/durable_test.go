@@ -513,9 +513,9 @@ func TestDurableSleepWakesThroughTheQueue(t *testing.T) {
 		}
 		apiAddr, runnerAddr := freeAddr(t), freeAddr(t)
 		for _, args := range [][]string{
-			append([]string{"api", "--addr", apiAddr}, common...),
-			append([]string{"worker"}, common...),
-			append([]string{"runner", "--addr", runnerAddr}, common...),
+			append([]string{"api", "--addr", apiAddr}, roleFlags(forAPI, common)...),
+			append([]string{"worker"}, roleFlags(forWorker, common)...),
+			append([]string{"runner", "--addr", runnerAddr}, roleFlags(forRunner, common)...),
 		} {
 			wg.Go(func() {
 				if out, err := execute(ctx, args...); err != nil {

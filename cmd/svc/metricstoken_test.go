@@ -31,7 +31,7 @@ func TestMetricsTokenSetting(t *testing.T) {
 	} {
 		t.Run(tt.value, func(t *testing.T) {
 			fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
-			addFlags(fs)
+			addFlags(fs, forUp|forWorker)
 			if tt.value != "" {
 				if err := fs.Set("metrics-token", tt.value); err != nil {
 					t.Fatal(err)
@@ -108,9 +108,9 @@ func TestMetricsTokenRoles(t *testing.T) {
 		t.Fatalf("svc migrate: %v\n%s", err, out)
 	}
 	for _, args := range [][]string{
-		append([]string{"api", "--addr", apiAddr}, common...),
-		append([]string{"worker", "--metrics-addr", workerMetrics}, common...),
-		append([]string{"runner", "--addr", runnerAddr}, common...),
+		append([]string{"api", "--addr", apiAddr}, roleFlags(forAPI, common)...),
+		append([]string{"worker", "--metrics-addr", workerMetrics}, roleFlags(forWorker, common)...),
+		append([]string{"runner", "--addr", runnerAddr}, roleFlags(forRunner, common)...),
 	} {
 		wg.Go(func() {
 			if out, err := execute(ctx, args...); err != nil {

@@ -35,19 +35,20 @@ import (
 // serverCommands are the roles: up (all in one), api, worker, runner, and dev.
 func serverCommands() []*cobra.Command {
 	return []*cobra.Command{
-		roleCommand("up", "Run the whole platform in one process (embedded SQLite, filesystem objects, in-process queue unless configured)", roleUp),
-		roleCommand("api", "Run the platform API and webhooks (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", roleAPI),
-		roleCommand("worker", "Run build workers on the asynq queue (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", roleWorker),
-		roleCommand("runner", "Serve agents at their persistent and pinned URLs (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", roleRunner),
+		roleCommand("up", "Run the whole platform in one process (embedded SQLite, filesystem objects, in-process queue unless configured)", forUp, roleUp),
+		roleCommand("api", "Run the platform API and webhooks (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", forAPI, roleAPI),
+		roleCommand("worker", "Run build workers on the asynq queue (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", forWorker, roleWorker),
+		roleCommand("runner", "Serve agents at their persistent and pinned URLs (needs DATABASE_URL, REDIS_URL, S3 and shared keys)", forRunner, roleRunner),
 		devCommand(),
 	}
 }
 
 type roleFunc func(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error
 
-func roleCommand(name, short string, run roleFunc) *cobra.Command {
+// roleCommand is the command of a role, declaring the settings of r.
+func roleCommand(name, short string, r role, run roleFunc) *cobra.Command {
 	cmd := &cobra.Command{Use: name, Short: short, Args: cobra.NoArgs}
-	addFlags(cmd.Flags())
+	addFlags(cmd.Flags(), r)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(cmd.Flags())
 		if err != nil {

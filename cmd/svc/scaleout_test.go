@@ -52,6 +52,22 @@ func scaleOutFlags(t *testing.T, db int, admin string) (common []string, dbURL s
 	}, dbURL, rdb
 }
 
+// roleFlags keeps of flags (pairs "--name value") those of the settings r reads: scaleOutFlags
+// are the settings of every role, as compose.yaml's shared environment is.
+func roleFlags(r role, flags []string) []string {
+	read := map[string]bool{}
+	for _, s := range settings() {
+		read["--"+s.flag] = s.roles&r != 0
+	}
+	var out []string
+	for i := 0; i+1 < len(flags); i += 2 {
+		if read[flags[i]] {
+			out = append(out, flags[i], flags[i+1])
+		}
+	}
+	return out
+}
+
 // redisDatabase claims Redis database db of the test server for t, empties it and returns a
 // client of it, closed when t ends, and its URL. Each test that runs roles has a database of its
 // own. The claim, a key in database 0 renewed while t runs, makes a test of another checkout on
@@ -181,9 +197,9 @@ func TestScaleOut(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{
-		append([]string{"api", "--addr", apiAddr}, common...),
-		append([]string{"worker", "--metrics-addr", workerMetrics}, common...),
-		append([]string{"runner", "--addr", runnerAddr}, common...),
+		append([]string{"api", "--addr", apiAddr}, roleFlags(forAPI, common)...),
+		append([]string{"worker", "--metrics-addr", workerMetrics}, roleFlags(forWorker, common)...),
+		append([]string{"runner", "--addr", runnerAddr}, roleFlags(forRunner, common)...),
 	} {
 		wg.Go(func() {
 			if out, err := execute(ctx, args...); err != nil {

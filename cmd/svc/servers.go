@@ -25,7 +25,7 @@ func migrateCommand() *cobra.Command {
 		Short: "Apply pending database migrations (DATABASE_URL, or the SQLite database of the data dir)",
 		Args:  cobra.NoArgs,
 	}
-	addFlags(cmd.Flags())
+	addFlags(cmd.Flags(), forMigrate)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(cmd.Flags())
 		if err != nil {

@@ -25,6 +25,9 @@ type Echo struct{}
 
 var _ Provider = Echo{}
 
+// EchoPrefix starts every text answer of Echo.
+const EchoPrefix = "echo: "
+
 // maxEchoDeltas bounds the number of text deltas of one echo answer.
 const maxEchoDeltas = 8
 
@@ -48,7 +51,7 @@ func (Echo) Stream(ctx context.Context, req Request, emit func(Event) error) (Re
 
 	var answer string
 	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == RoleTool {
-		answer = "echo: " + req.Messages[n-1].Content
+		answer = EchoPrefix + req.Messages[n-1].Content
 	} else {
 		var last string
 		for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -59,7 +62,7 @@ func (Echo) Stream(ctx context.Context, req Request, emit func(Event) error) (Re
 		}
 		call, err := parseToolCommand(last, calls+1)
 		if err != nil {
-			answer = "echo: " + err.Error()
+			answer = EchoPrefix + err.Error()
 		} else if call.Name != "" {
 			resp.Message.ToolCalls = []ToolCall{call}
 			resp.StopReason = "tool_calls"
@@ -69,7 +72,7 @@ func (Echo) Stream(ctx context.Context, req Request, emit func(Event) error) (Re
 			}
 			return resp, nil
 		} else {
-			answer = "echo: " + last
+			answer = EchoPrefix + last
 		}
 	}
 	resp.Message.Content = answer

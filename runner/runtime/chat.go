@@ -79,6 +79,7 @@ func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest)
 			lk.Release()
 			return nil, turn.Lock{}, err
 		case l != nil:
+			noteSession(ctx, l.ID)
 			return l, lk, nil
 		}
 		lk.Release() // not the caller's: a fresh session instead
@@ -95,6 +96,7 @@ func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest)
 		rt.cache.Drop(l)
 		return nil, turn.Lock{}, err
 	}
+	noteSession(ctx, l.ID)
 	return l, lk, nil
 }
 

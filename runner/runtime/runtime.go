@@ -291,10 +291,15 @@ func New(opts Options) (*Runtime, error) {
 
 // ServeHTTP implements http.Handler, cross-origin use allowed (CrossOrigin).
 func (rt *Runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if CrossOrigin(w, r) {
+	// Every request gets one log line, written when it is served (requestlog.go).
+	start := time.Now()
+	rl := &requestLog{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), requestLogKey{}, rl))
+	defer rt.logRequest(r, rl, start)
+	if CrossOrigin(rl, r) {
 		return
 	}
-	rt.mux.ServeHTTP(w, r)
+	rt.mux.ServeHTTP(rl, r) // sets r.Pattern and the path values the log line reads
 }
 
 // CrossOrigin lets pages of any origin call the runtime: its routes authenticate with a bearer
