@@ -9,6 +9,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,7 +136,7 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 		res.BundleDigest = bundle.DigestOf(data)
 		res.BundleKey = bundle.Key(in.AgentSlug, res.BundleDigest)
 		res.BundleSize = int64(len(data))
-		log(StepPack, fmt.Sprintf("bundle %s: %d bytes, %d source files, %d tools", res.BundleDigest, len(data), tree.Len(), len(js)))
+		log(StepPack, fmt.Sprintf("bundle %s: %s, %s, %s", res.BundleDigest, counted(len(data), "byte"), counted(tree.Len(), "source file"), counted(len(js), "tool")))
 		return nil
 	})
 	r.step(ctx, StepUpload, func() error {
@@ -236,7 +237,7 @@ func validate(src fs.FS, limits Limits, log func(string)) (*bundle.Tree, *agent.
 	if err != nil {
 		return tree, nil, fmt.Errorf("load agent: %w", err)
 	}
-	log(fmt.Sprintf("agent %s %s: %d tools, %d agents, %d skills", ag.Config.Name, ag.Config.Version, len(ag.Tools), len(ag.Agents), len(ag.Skills)))
+	log(fmt.Sprintf("agent %s %s: %s, %s, %s", ag.Config.Name, ag.Config.Version, counted(len(ag.Tools), "tool"), counted(len(ag.Agents), "agent"), counted(len(ag.Skills), "skill")))
 	return tree, ag, nil
 }
 
@@ -265,4 +266,12 @@ func openStored(ctx context.Context, obj registry.Objects, key string) (*bundle.
 	}
 	defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
 	return bundle.Read(rc, key)
+}
+
+// counted writes "1 skill", "3 skills".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
