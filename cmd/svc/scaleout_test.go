@@ -268,9 +268,18 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("preview deployment = %v", d)
 	}
 	previewID := out["deployId"].(string)
-	// The worker, which has no HTTP side of its own, serves its metrics on --metrics-addr.
-	if m := scrapeCounters(t, "http://"+workerMetrics+"/metrics"); m["svc_builds_total"] < 1 {
-		t.Errorf("the worker's svc_builds_total = %v after a build; want at least 1", m["svc_builds_total"])
+	// The worker, which has no HTTP side of its own, serves its metrics on --metrics-addr. It
+	// counts the build once the build's task returns, which can be just after the deployment
+	// reads ready.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m := scrapeCounters(t, "http://"+workerMetrics+"/metrics")
+		if m["svc_builds_total"] >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the worker's svc_builds_total = %v after a build; want at least 1", m["svc_builds_total"])
+			break
+		}
 	}
 
 	// 2. Production without autoPromoteProduction: ready, not active; the persistent URL has nothing.
