@@ -135,6 +135,12 @@ func (w *Proc) Recv() ([]byte, error) {
 	if errors.Is(err, ErrFrameTooBig) {
 		w.Kill(fmt.Errorf("its worker sent a message over %d MiB", maxFrame>>20))
 	}
+	w.killMu.Lock()
+	killed, reason := w.killed, w.reason
+	w.killMu.Unlock()
+	if killed && reason != nil { // why is known: do not wait for the process to be reaped
+		return nil, reason
+	}
 	return nil, w.Died()
 }
 
