@@ -41,6 +41,9 @@ func (j *Journal) now() time.Time {
 	return j.Now()
 }
 
+// minWait is the least time a call waits for a sandbox worker, free or started.
+const minWait = 10 * time.Second
+
 // cancelFrame asks a worker to interrupt its call.
 var cancelFrame = []byte(`{"op":"` + opCancel + `"}`)
 
@@ -55,8 +58,6 @@ func (t *Tool) exec(ctx context.Context, call tools.Call, j *Journal) (tools.Res
 		return tools.Result{}, nil, fmt.Errorf("handler %s: tools calling tools nest %d deep, over the limit of %d (SVC_COMPOSITE_MAX_DEPTH)", t.def.Name, depth, t.opts.MaxDepth)
 	}
 	ctx = context.WithValue(ctx, depthKey{}, depth)
-	ctx, cancel := context.WithTimeoutCause(ctx, t.opts.Timeout, ErrDeadline)
-	defer cancel()
 	if len(call.Arguments) > 0 && !json.Valid(call.Arguments) {
 		return tools.Result{}, nil, fmt.Errorf("%w: the arguments of %s are not JSON", tools.ErrBadArguments, t.def.Name)
 	}
@@ -64,14 +65,23 @@ func (t *Tool) exec(ctx context.Context, call tools.Call, j *Journal) (tools.Res
 		call.Session.Calls = new(atomic.Int64)
 	}
 
+	// Waiting for a worker (or for one to start, slow on a loaded machine) has a bound of its
+	// own, as long as the call's and at least minWait: the deadline is the handler's own time.
 	pool := t.opts.Sandbox
-	w, err := pool.Acquire(ctx, t.opts.Key, depth > 1)
+	wait, stopWait := context.WithTimeoutCause(ctx, max(t.opts.Timeout, minWait), ErrDeadline)
+	w, err := pool.Acquire(wait, t.opts.Key, depth > 1)
+	stopWait()
 	if err != nil {
+		if errors.Is(err, ErrDeadline) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return tools.Result{}, nil, fmt.Errorf("handler %s found no sandbox worker free within %s (%v): %w", t.def.Name, max(t.opts.Timeout, minWait), err, ErrDeadline) //nolint:errorlint // the wait is described; the deadline is what callers test
+		}
 		if ctx.Err() != nil {
-			return tools.Result{}, nil, fmt.Errorf("%w (waiting for a sandbox worker: %v)", t.ended(ctx), err) //nolint:errorlint // the wait is described; the deadline is what callers test
+			return tools.Result{}, nil, fmt.Errorf("handler %s not started: %w", t.def.Name, context.Cause(ctx))
 		}
 		return tools.Result{}, nil, fmt.Errorf("handler %s: %w", t.def.Name, err)
 	}
+	ctx, cancel := context.WithTimeoutCause(ctx, t.opts.Timeout, ErrDeadline)
+	defer cancel()
 
 	// When ctx ends, ask the worker to interrupt the call; kill it if it has not answered
 	// Grace later (code stuck in a built-in call cannot be interrupted).

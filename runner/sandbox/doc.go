@@ -17,7 +17,7 @@
 //     growth. The pool also reads each busy worker's resident set from /proc and kills one that
 //     passes the cap by more than a margin, and the worker's address space is bounded
 //     (RLIMIT_AS), so that even one huge allocation fails in the worker, not in the runner.
-//   - CPU. Workers run at a lower scheduling priority (nice 10) than the runner, and a call
+//   - CPU. Workers run at a lower scheduling priority (nice 5) than the runner, and a call
 //     holds one worker: an agent can keep busy at most MaxPerKey workers at once.
 //   - Secrets. A worker starts with an empty environment but for its own settings: the
 //     platform's keys, database and provider credentials are not in its memory.

@@ -26,7 +26,7 @@ const (
 const ExitMemory = 86
 
 // workerPriority is the nice value of workers: the runner's own goroutines come first.
-const workerPriority = 10
+const workerPriority = 5
 
 // watchEvery is how often a worker looks at its heap during a call.
 const watchEvery = 2 * time.Millisecond
