@@ -80,3 +80,67 @@ func checkName(kind, name string) string {
 	}
 	return ""
 }
+
+// EnvRef is one env: reference of an agent source: a value a runtime resolves (the agent's
+// secrets first, then its environment) when the part of the agent that uses it runs. A build
+// checks each one and warns about those that resolve to nothing.
+type EnvRef struct {
+	Name  string // NAME of env:NAME
+	File  string // the file that holds it: "svc.json", "svc/connections/status/spec.json"
+	Field string // the field within the file: "stores.url", "models.main.apiKey", "auth.headers.Authorization"
+	Use   string // what fails while it is unset: "the store tools", "model main", "connection status"
+	// Implicit marks a variable the source does not name: a model of provider openai or
+	// anthropic with neither apiKey nor baseUrl reads its provider's key variable
+	// (OPENAI_API_KEY, ANTHROPIC_API_KEY).
+	Implicit bool
+}
+
+// ProviderKeyVar returns the variable a model of provider reads its API key from when svc.json
+// gives no apiKey, or "" for providers without one.
+func ProviderKeyVar(provider string) string {
+	switch provider {
+	case ProviderOpenAI:
+		return "OPENAI_API_KEY"
+	case ProviderAnthropic:
+		return "ANTHROPIC_API_KEY"
+	}
+	return ""
+}
+
+// EnvRefs returns every env: reference of the agent, in a fixed order: svc.json models (by
+// key), then stores.url (when the backend is a database), then each connection (by name): its
+// baseUrl and its auth headers and query values (by name). A stores.url of backend memory is
+// left out: it is not used.
+func (a *Agent) EnvRefs() []EnvRef {
+	var out []EnvRef
+	add := func(file, field, use, value string) {
+		if name, ok := ParseEnvRef(value); ok {
+			out = append(out, EnvRef{Name: name, File: file, Field: field, Use: use})
+		}
+	}
+	for _, key := range sortedKeys(a.Config.Models) {
+		m, field, use := a.Config.Models[key], "models."+key, "model "+key
+		add(ConfigFile, field+".apiKey", use, m.APIKey)
+		add(ConfigFile, field+".baseUrl", use, m.BaseURL)
+		if v := ProviderKeyVar(m.Provider); v != "" && m.APIKey == "" && m.BaseURL == "" {
+			out = append(out, EnvRef{Name: v, File: ConfigFile, Field: field + ".apiKey", Use: use, Implicit: true})
+		}
+	}
+	if s := a.Config.Stores; s != nil && s.Backend != BackendMemory {
+		add(ConfigFile, "stores.url", "the store tools and store routes", s.URL)
+	}
+	for _, name := range sortedKeys(a.Connections) {
+		cn := a.Connections[name]
+		file, use := "svc/connections/"+name+"/spec.json", "connection "+name
+		add(file, "baseUrl", use, cn.Spec.BaseURL)
+		if auth := cn.Spec.Auth; auth != nil {
+			for _, k := range sortedKeys(auth.Headers) {
+				add(file, "auth.headers."+k, use, auth.Headers[k])
+			}
+			for _, k := range sortedKeys(auth.Query) {
+				add(file, "auth.query."+k, use, auth.Query[k])
+			}
+		}
+	}
+	return out
+}

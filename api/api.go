@@ -89,15 +89,15 @@ type HandlerFunc func(c *gin.Context) error
 type Route struct {
 	// Method is the HTTP method (http.MethodGet...).
 	Method string
-	// Path is the gin path. An agent's id is always the parameter ":id" ("/api/agents/:id/...")
-	// since gin needs one name per path segment.
+	// Path is the gin path. An agent is always the parameter ":id" ("/api/agents/:id/...")
+	// since gin needs one name per path segment; it takes the agent's id or its slug.
 	Path string
 	// Need is the least token kind the route needs (spec table 2.4); "" makes the route public
 	// (no token is read at all).
 	Need auth.Kind
-	// Agent marks a route that acts on the agent named by ":id": before the handler runs, a
-	// token bound to another agent gets 403 and an unknown agent 404; the handler reads the
-	// agent with AgentFrom.
+	// Agent marks a route that acts on the agent named by ":id" (its id or slug): before the
+	// handler runs, a token bound to another agent gets 403 and an unknown agent 404; the
+	// handler reads the agent with AgentFrom.
 	Agent bool
 	// Summary is the one-line OpenAPI summary.
 	Summary string

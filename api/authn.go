@@ -36,8 +36,9 @@ func AgentFrom(ctx context.Context) (registry.Agent, bool) {
 
 // authenticate is the middleware of every non-public route: a pk_ token (401 otherwise) of at
 // least kind need (403), and for agent routes bound to the agent of ":id" (403) which must
-// exist (404). 401 comes before 403, and 403 before any database look-up of the agent, so a
-// bound token learns nothing about other agents.
+// exist (404). ":id" is the agent's id or its slug (allowAgent). 401 comes before 403, and a
+// bound token gets the same 403 for any other agent, existing or not, so it learns nothing
+// about other agents.
 func (a *API) authenticate(need auth.Kind, agentRoute bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if err := a.authorizeRequest(c, need, agentRoute); err != nil {
@@ -97,22 +98,23 @@ func (a *API) principal(ctx context.Context, header string) (auth.Principal, err
 	return p, nil
 }
 
-// allowAgent checks that p may act on agent id (its binding) and loads the agent. id is an
-// agent id or a slug, so that clients naming an agent by slug need no failing look-up first. A
-// token bound to another agent is FORBIDDEN, whether that agent exists or not; an unknown agent
-// is NOT_FOUND.
-func (a *API) allowAgent(ctx context.Context, p auth.Principal, id string) (registry.Agent, error) {
-	ag, err := a.agents.Get(ctx, id)
-	if errors.Is(err, registry.ErrAgentNotFound) {
-		ag, err = a.agents.GetBySlug(ctx, id)
-	}
-	if p.AgentID != "" && (err != nil || ag.ID != p.AgentID) {
+// allowAgent is the one way a request names an agent (":id" of an agent route, agentId of a
+// body, ?agent= of a webhook): ref is the agent's id or its slug (registry.Agents.Resolve; the
+// two cannot collide). It loads the agent and checks that p may act on it (its binding): an
+// unknown agent is NOT_FOUND, but for a token bound to an agent every other ref, an existing
+// agent's or not, is the same FORBIDDEN, so a bound token learns nothing about other agents.
+func (a *API) allowAgent(ctx context.Context, p auth.Principal, ref string) (registry.Agent, error) {
+	bound := p.AgentID != ""
+	ag, err := a.agents.Resolve(ctx, ref)
+	switch {
+	case err != nil && !errors.Is(err, registry.ErrAgentNotFound):
+		return registry.Agent{}, err
+	case bound && (err != nil || ag.ID != p.AgentID):
 		return registry.Agent{}, Errorf(errcode.Forbidden, "this token is bound to another agent")
+	case err != nil:
+		return registry.Agent{}, Errorf(errcode.NotFound, "no agent has the id or slug %q", ref)
 	}
-	if errors.Is(err, registry.ErrAgentNotFound) {
-		return registry.Agent{}, Errorf(errcode.NotFound, "agent %s not found", id)
-	}
-	return ag, err
+	return ag, nil
 }
 
 // authorizeAgent is for handlers of routes whose agent is known only after a look-up (a

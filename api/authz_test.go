@@ -104,6 +104,13 @@ func TestRouteTokenKindTable(t *testing.T) {
 				call: json("POST", a+"/api-keys", map[string]any{"name": "k"})},
 			{method: "PUT", path: "/api/agents/:id/secrets/:name", need: auth.Admin, agent: true, ok: 204,
 				call: json("PUT", a+"/secrets/API_KEY", map[string]any{"value": "v"})},
+			{method: "GET", path: "/api/agents/:id/secrets", need: auth.Admin, agent: true, ok: 200, call: json("GET", a+"/secrets", nil)},
+			{method: "DELETE", path: "/api/agents/:id/secrets/:name", need: auth.Admin, agent: true, ok: 204, call: func() request {
+				if err := h.stores.Secrets.Put(ctx, agentA, "GONE", "v"); err != nil {
+					t.Fatal(err)
+				}
+				return request{method: "DELETE", path: a + "/secrets/GONE"}
+			}},
 			{method: "GET", path: "/api/agents/:id/deploy-settings", need: auth.Observer, agent: true, ok: 200, call: json("GET", a+"/deploy-settings", nil)},
 			{method: "PUT", path: "/api/agents/:id/deploy-settings", need: auth.Operator, agent: true, ok: 200,
 				call: json("PUT", a+"/deploy-settings", map[string]any{"autoDeploy": true})},

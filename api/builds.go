@@ -32,6 +32,7 @@ type buildStatusResponse struct {
 	FinishedAt  *time.Time  `json:"finishedAt"`
 	Error       string      `json:"error,omitempty"`
 	Steps       []buildStep `json:"steps"`
+	Warnings    []string    `json:"warnings" doc:"what the build found that does not fail it: each env: reference of the agent that is neither an agent secret nor set in the builder's environment, with where it is used and how to set it"`
 }
 
 // followPoll is how often a followed build log looks for new lines.
@@ -68,9 +69,14 @@ func (a *API) buildStatus(c *gin.Context) error {
 	if err := json.Unmarshal([]byte(b.Steps), &steps); err != nil || steps == nil {
 		steps = []buildStep{}
 	}
+	var warnings []string
+	if err := json.Unmarshal([]byte(b.Warnings), &warnings); err != nil || warnings == nil {
+		warnings = []string{}
+	}
 	return writeJSON(c, http.StatusOK, buildStatusResponse{
 		BuildID: b.ID, DeployID: b.DeployID, Status: b.Status, Environment: b.Environment, Commit: b.CommitSHA, Branch: b.Branch,
 		Trigger: b.Trigger, Attempts: b.Attempts, StartedAt: utcPtr(b.StartedAt), FinishedAt: utcPtr(b.FinishedAt), Error: b.Error, Steps: steps,
+		Warnings: warnings,
 	})
 }
 

@@ -73,7 +73,7 @@ func utcPtr(t *time.Time) *time.Time {
 }
 
 type redeployRequest struct {
-	AgentID         string `json:"agentId" doc:"required"`
+	AgentID         string `json:"agentId" doc:"required: the agent's id or slug"`
 	Branch          string `json:"branch,omitempty" doc:"git sources: default the source's default branch"`
 	Environment     string `json:"environment,omitempty" doc:"default production"`
 	ReuseBuild      bool   `json:"reuseBuild,omitempty"`
@@ -88,14 +88,14 @@ type redeployResponse struct {
 }
 
 type promoteRequest struct {
-	AgentID         string `json:"agentId"`
+	AgentID         string `json:"agentId" doc:"the agent's id or slug"`
 	FromEnvironment string `json:"fromEnvironment"`
 	ToEnvironment   string `json:"toEnvironment,omitempty" doc:"default production"`
 	Force           bool   `json:"force,omitempty" doc:"override the svc/evals commit status"`
 }
 
 type rollbackRequest struct {
-	AgentID     string `json:"agentId"`
+	AgentID     string `json:"agentId" doc:"the agent's id or slug"`
 	Environment string `json:"environment,omitempty" doc:"default production"`
 	DeployID    string `json:"deployId,omitempty"`
 }
@@ -162,7 +162,7 @@ func (a *API) deploymentOf(c *gin.Context) (registry.Deployment, registry.Agent,
 	return d, ag, nil
 }
 
-// agentOfBody authorizes the agent named in a request body.
+// agentOfBody authorizes the agent named in a request body (agentId: its id or its slug).
 func (a *API) agentOfBody(c *gin.Context, agentID string) (registry.Agent, error) {
 	if agentID == "" {
 		return registry.Agent{}, InvalidField("agentId", "is required")
@@ -185,7 +185,8 @@ func (a *API) redeploy(c *gin.Context) error {
 	if err := bindJSON(c, &req); err != nil {
 		return err
 	}
-	if _, err := a.agentOfBody(c, req.AgentID); err != nil {
+	ag, err := a.agentOfBody(c, req.AgentID)
+	if err != nil {
 		return err
 	}
 	if err := validEnvironment("environment", req.Environment); err != nil {
@@ -197,7 +198,7 @@ func (a *API) redeploy(c *gin.Context) error {
 		}
 	}
 	out, err := a.deps.Deployer.Redeploy(c.Request.Context(), deploy.RedeployRequest{
-		AgentID: req.AgentID, Branch: req.Branch, Environment: req.Environment, SourceVersionID: req.SourceVersionID, ReuseBuild: req.ReuseBuild,
+		AgentID: ag.ID, Branch: req.Branch, Environment: req.Environment, SourceVersionID: req.SourceVersionID, ReuseBuild: req.ReuseBuild,
 	})
 	switch {
 	case errors.Is(err, deploy.ErrNoSource):

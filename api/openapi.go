@@ -101,7 +101,11 @@ func operation(r Route) map[string]any {
 	var params []any
 	for _, s := range strings.Split(r.Path, "/") {
 		if name, ok := strings.CutPrefix(s, ":"); ok {
-			params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+			p := map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}}
+			if name == "id" && r.Agent {
+				p["description"] = "the agent's id or its slug"
+			}
+			params = append(params, p)
 		}
 	}
 	for _, q := range r.Query {

@@ -9,7 +9,8 @@ import (
 	"svc/registry"
 )
 
-// routeTable is every route of the platform API. To add routes, write a method returning
+// routeTable is every route of the platform API. A route with the agent's ":id" takes its id or
+// its slug (allowAgent). To add routes, write a method returning
 // []Route in a new file and append its result here; New registers them all and the OpenAPI
 // document lists them (openapi_test.go fails when gin and the document disagree).
 func (a *API) routeTable() []Route {
@@ -63,8 +64,12 @@ func (a *API) agentRoutes() []Route {
 			Status: http.StatusCreated, Response: sourceVersionResponse{}, Errors: []errcode.Code{errcode.InvalidSource}, Handle: a.createSourceVersion},
 		{Method: http.MethodPost, Path: "/api/agents/:id/api-keys", Need: auth.Admin, Agent: true, Summary: "Create an agent API key (the value is shown once)",
 			Request: createAPIKeyRequest{}, Status: http.StatusCreated, Response: createAPIKeyResponse{}, Handle: a.createAPIKey},
-		{Method: http.MethodPut, Path: "/api/agents/:id/secrets/:name", Need: auth.Admin, Agent: true, Summary: "Set a secret (never readable back)",
+		{Method: http.MethodGet, Path: "/api/agents/:id/secrets", Need: auth.Admin, Agent: true, Summary: "List the agent's secrets: names and when each was set, never a value",
+			Response: secretListResponse{}, Handle: a.listSecrets},
+		{Method: http.MethodPut, Path: "/api/agents/:id/secrets/:name", Need: auth.Admin, Agent: true, Summary: "Set a secret (never readable back); what resolves env:NAME first, from its next use on",
 			Request: putSecretRequest{}, Status: http.StatusNoContent, Handle: a.putSecret},
+		{Method: http.MethodDelete, Path: "/api/agents/:id/secrets/:name", Need: auth.Admin, Agent: true, Summary: "Remove a secret (404 when the agent has none of that name)",
+			Status: http.StatusNoContent, Handle: a.deleteSecret},
 		{Method: http.MethodGet, Path: "/api/agents/:id/deploy-settings", Need: auth.Observer, Agent: true, Summary: "Get deploy settings",
 			Response: settingsResponse{}, Handle: a.getSettings},
 		{Method: http.MethodPut, Path: "/api/agents/:id/deploy-settings", Need: auth.Operator, Agent: true, Summary: "Change any subset of the deploy settings",

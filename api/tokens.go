@@ -23,7 +23,7 @@ const (
 type createTokenRequest struct {
 	Name    string    `json:"name" doc:"what the token is for"`
 	Kind    auth.Kind `json:"kind" enum:"observer,operator,admin"`
-	AgentID string    `json:"agentId,omitempty" doc:"bind the token to this agent"`
+	AgentID string    `json:"agentId,omitempty" doc:"bind the token to this agent (its id or slug)"`
 }
 
 type createTokenResponse struct {
@@ -49,17 +49,25 @@ func (a *API) createToken(c *gin.Context) error {
 	case !req.Kind.Valid():
 		return InvalidField("kind", "must be observer, operator or admin")
 	}
-	if p := principalOf(c); p.AgentID != "" && req.AgentID != p.AgentID {
-		return Errorf(errcode.Forbidden, "a token bound to an agent may only create tokens bound to the same agent")
-	}
+	// agentId is the agent's id or slug; the token is bound to its id.
+	var bindTo registry.Agent
 	if req.AgentID != "" {
-		if _, err := a.agents.Get(c.Request.Context(), req.AgentID); errors.Is(err, registry.ErrAgentNotFound) {
-			return InvalidField("agentId", "no agent has this id")
-		} else if err != nil {
+		ag, err := a.agents.Resolve(c.Request.Context(), req.AgentID)
+		switch {
+		case errors.Is(err, registry.ErrAgentNotFound):
+			if p := principalOf(c); p.AgentID != "" {
+				break // the check below: a bound token learns nothing about other agents
+			}
+			return InvalidField("agentId", "no agent has this id or slug")
+		case err != nil:
 			return err
 		}
+		bindTo = ag
 	}
-	t, value, err := a.deps.Tokens.Create(c.Request.Context(), req.Name, req.Kind, req.AgentID)
+	if p := principalOf(c); p.AgentID != "" && bindTo.ID != p.AgentID {
+		return Errorf(errcode.Forbidden, "a token bound to an agent may only create tokens bound to the same agent")
+	}
+	t, value, err := a.deps.Tokens.Create(c.Request.Context(), req.Name, req.Kind, bindTo.ID)
 	if err != nil {
 		return err
 	}

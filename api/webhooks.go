@@ -30,7 +30,7 @@ type webhookResponse struct {
 
 func (a *API) webhookRoutes() []Route {
 	return []Route{
-		{Method: http.MethodPost, Path: "/webhooks/:host", Summary: "Push webhook of a git host (github, gitea, forgejo, gitlab); ?agent=ID to name the agent",
+		{Method: http.MethodPost, Path: "/webhooks/:host", Summary: "Push webhook of a git host (github, gitea, forgejo, gitlab); ?agent= (its id or slug) to name the agent",
 			Status: http.StatusAccepted, Response: webhookResponse{}, Errors: []errcode.Code{errcode.Unauthenticated}, Handle: a.receiveWebhook},
 	}
 }
@@ -59,10 +59,14 @@ func (a *API) receiveWebhook(c *gin.Context) error {
 
 	// 1. Which agents: ?agent=, or every agent whose git source is this repository.
 	var sources []registry.Source
-	if id := c.Query("agent"); id != "" {
-		src, err := a.sources.Get(ctx, id)
+	if ref := c.Query("agent"); ref != "" { // the agent's id or slug
+		ag, err := a.agents.Resolve(ctx, ref)
+		if err != nil && !errors.Is(err, registry.ErrAgentNotFound) {
+			return err
+		}
+		src, err := a.sources.Get(ctx, ag.ID)
 		if errors.Is(err, registry.ErrSourceNotFound) || errors.Is(err, registry.ErrAgentNotFound) {
-			return Errorf(errcode.NotFound, "agent %s has no git source", id)
+			return Errorf(errcode.NotFound, "agent %s has no git source", ref)
 		}
 		if err != nil {
 			return err

@@ -48,6 +48,11 @@ type BuildInput struct {
 	AgentSlug string
 	// Limits bound the tree and the build's duration; zero fields take their defaults.
 	Limits Limits
+	// IsSet tells whether an env: name resolves to a value for the agent as a runtime resolves
+	// it (its secrets, then the environment; Credentials.IsSet). The verify step asks it for
+	// every reference of the agent (agent.EnvRefs) and warns about each one that is not set;
+	// nil skips the check.
+	IsSet func(ctx context.Context, name string) (bool, error)
 }
 
 // Step is one build step as it ran.
@@ -72,6 +77,9 @@ type Result struct {
 	Steps        []Step
 	// Uploaded is false when an identical bundle was already stored and the upload was skipped.
 	Uploaded bool
+	// Warnings are what the build found that does not fail it: the env: references of the
+	// agent that are not set (see BuildInput.IsSet), one line each, also in the log.
+	Warnings []string
 }
 
 var slugPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -83,7 +91,8 @@ var slugPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // the step it belongs to; it is called from Build's goroutine only.
 //
 // The last step, verify, opens the stored bundle from obj exactly as a runner does (bundle.Read,
-// then Bundle.Agent), so a build succeeds only with a bundle that serves.
+// then Bundle.Agent), so a build succeeds only with a bundle that loads, and then warns about
+// each env: reference of the agent that in.IsSet says is not set (Result.Warnings).
 //
 // An invalid tree fails the validate step with a *BuildError listing every problem, each of which
 // was also logged as one line. A failed build uploads nothing. ctx and in.Limits.Timeout are
@@ -164,10 +173,18 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 		if err != nil {
 			return fmt.Errorf("the stored bundle does not open as a runner opens it: %w", err)
 		}
-		if _, err := b.Agent(); err != nil {
+		stored, err := b.Agent()
+		if err != nil {
 			return fmt.Errorf("the stored bundle does not load as a runner loads it: %w", err)
 		}
 		log(StepVerify, "the stored bundle opens and loads as a runner loads it")
+		// What the bundle cannot tell: whether the values it references are there. Unset ones
+		// are warnings, not failures: the runtime starts without them, and only what uses one
+		// fails until it is set (a secret set later applies without a rebuild).
+		res.Warnings = unsetRefs(ctx, stored, in.AgentSlug, in.IsSet)
+		for _, w := range res.Warnings {
+			log(StepVerify, "warning: "+w)
+		}
 		return nil
 	})
 	if r.err != nil {
@@ -274,4 +291,48 @@ func counted(n int, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// unsetRefs returns a warning for each env: name of ag that isSet says is not set (nil isSet
+// checks nothing): where the agent uses it, what fails until it is set, and how to set it. A
+// name used in several places is one warning. A failed check is a warning too: it never fails
+// the build.
+func unsetRefs(ctx context.Context, ag *agent.Agent, slug string, isSet func(context.Context, string) (bool, error)) []string {
+	if isSet == nil {
+		return nil
+	}
+	type use struct{ where, uses []string }
+	var names []string
+	byName := map[string]*use{}
+	for _, r := range ag.EnvRefs() {
+		u, ok := byName[r.Name]
+		if !ok {
+			u = &use{}
+			byName[r.Name] = u
+			names = append(names, r.Name)
+		}
+		where := r.File + " " + r.Field
+		if r.Implicit {
+			where = r.File + " " + strings.TrimSuffix(r.Field, ".apiKey") + ", which names no apiKey"
+		}
+		if !slices.Contains(u.where, where) {
+			u.where = append(u.where, where)
+		}
+		if !slices.Contains(u.uses, r.Use) {
+			u.uses = append(u.uses, r.Use)
+		}
+	}
+	var out []string
+	for _, name := range names {
+		u := byName[name]
+		set, err := isSet(ctx, name)
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("env:%s (%s) could not be checked: %v", name, strings.Join(u.where, ", "), err))
+		case !set:
+			out = append(out, fmt.Sprintf("env:%s (%s) is not set: %s will fail until it is; set it with `svc secrets set %s %s` or in the runner's environment",
+				name, strings.Join(u.where, ", "), strings.Join(u.uses, " and "), slug, name))
+		}
+	}
+	return out
 }

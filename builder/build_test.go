@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"svc/agent"
 	"svc/agent/agenttest"
 	"svc/bundle"
 	"svc/bundle/bundletest"
@@ -371,5 +372,66 @@ func TestBuildVerifiesTheStoredBundle(t *testing.T) {
 	}
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "verify: error: ") {
 		t.Errorf("last log line = %q, want the verify error", last)
+	}
+}
+
+// TestBuildWarnsAboutUnsetReferences: every env: reference that does not resolve is a warning
+// of the verify step, in the log and the result, and never fails the build; one that resolves
+// (here STATUS_API_URL) is not mentioned; a check that fails is a warning too.
+func TestBuildWarnsAboutUnsetReferences(t *testing.T) {
+	src, err := bundle.FromFiles(fixtureFiles(t, "support-desk"), bundle.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	isSet := func(_ context.Context, name string) (bool, error) {
+		asked = append(asked, name)
+		switch name {
+		case "STATUS_API_URL":
+			return true, nil
+		case "STATUS_API_TOKEN":
+			return false, errors.New("the secrets are unreachable")
+		}
+		return false, nil
+	}
+	var lines []string
+	res, err := Build(context.Background(), BuildInput{Source: src, AgentSlug: "desk", IsSet: isSet}, newObjects(t),
+		func(step, line string) { lines = append(lines, step+": "+line) })
+	if err != nil {
+		t.Fatalf("Build = %v, want success", err)
+	}
+	want := []string{
+		"env:SUPPORT_DB_URL (svc.json stores.url) is not set: the store tools and store routes will fail until it is; " +
+			"set it with `svc secrets set desk SUPPORT_DB_URL` or in the runner's environment",
+		"env:STATUS_API_TOKEN (svc/connections/status/spec.json auth.headers.Authorization) could not be checked: the secrets are unreachable",
+	}
+	if diff := cmp.Diff(want, res.Warnings); diff != "" {
+		t.Errorf("Warnings (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"SUPPORT_DB_URL", "STATUS_API_URL", "STATUS_API_TOKEN"}, asked); diff != "" {
+		t.Errorf("names checked (-want +got):\n%s", diff)
+	}
+	n := len(lines)
+	if diff := cmp.Diff([]string{"verify: the stored bundle opens and loads as a runner loads it", "verify: warning: " + want[0], "verify: warning: " + want[1]}, lines[n-3:]); diff != "" {
+		t.Errorf("last log lines (-want +got):\n%s", diff)
+	}
+
+	// Without IsSet nothing is checked.
+	res, err = Build(context.Background(), BuildInput{Source: src, AgentSlug: "desk"}, newObjects(t), nil)
+	if err != nil || res.Warnings != nil {
+		t.Errorf("Build without IsSet = %v, warnings %q; want none", err, res.Warnings)
+	}
+}
+
+func TestUnsetRefsGroupsANameUsedTwice(t *testing.T) {
+	ag := &agent.Agent{Config: agent.Config{Models: map[string]agent.ModelRef{
+		"main": {Provider: agent.ProviderOpenAI, Model: "m"},
+		"alt":  {Provider: agent.ProviderOpenAI, Model: "n", APIKey: "env:OPENAI_API_KEY"},
+	}}}
+	got := unsetRefs(context.Background(), ag, "a", func(context.Context, string) (bool, error) { return false, nil })
+	want := []string{"env:OPENAI_API_KEY (svc.json models.alt.apiKey, svc.json models.main, which names no apiKey) is not set: " +
+		"model alt and model main will fail until it is; set it with `svc secrets set a OPENAI_API_KEY` or in the runner's environment"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unsetRefs (-want +got):\n%s", diff)
 	}
 }

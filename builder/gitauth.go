@@ -68,21 +68,39 @@ func (c Credentials) resolve(ctx context.Context, agentID, ref string) (string, 
 	if !ok {
 		return "", errors.New("credentials must be an env: reference")
 	}
+	v, ok, err := c.lookup(ctx, agentID, name)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		return v, nil
+	}
+	return "", fmt.Errorf("credentials: %s is neither an agent secret nor set in the environment", name)
+}
+
+// IsSet reports whether the variable name resolves for agentID to a value that is not empty:
+// an agent secret, else the process environment, as a runtime resolves an env: reference (an
+// empty value counts as unset there). A build asks it for every reference of the agent.
+func (c Credentials) IsSet(ctx context.Context, agentID, name string) (bool, error) {
+	v, ok, err := c.lookup(ctx, agentID, name)
+	return ok && v != "", err
+}
+
+// lookup finds name among agentID's secrets, then in the process environment.
+func (c Credentials) lookup(ctx context.Context, agentID, name string) (string, bool, error) {
 	if c.Secrets != nil {
 		v, ok, err := c.Secrets.Resolve(ctx, agentID, name)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		if ok {
-			return v, nil
+			return v, true, nil
 		}
 	}
 	getenv := c.Getenv
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
-	if v, ok := getenv(name); ok {
-		return v, nil
-	}
-	return "", fmt.Errorf("credentials: %s is neither an agent secret nor set in the environment", name)
+	v, ok := getenv(name)
+	return v, ok, nil
 }

@@ -62,4 +62,17 @@ func TestCredentials(t *testing.T) {
 	if _, err := (Credentials{Getenv: c.Getenv}).GitAuth(ctx, a.ID, "env:ONLY_ENV"); err != nil {
 		t.Errorf("without secrets: %v", err)
 	}
+
+	// IsSet: a secret or a variable that is not empty; an empty value counts as unset, as a
+	// runtime counts it, and an empty secret hides the variable as it does there.
+	env["EMPTY_ENV"] = ""
+	env["HIDDEN"] = "from-env"
+	if err := secrets.Put(ctx, a.ID, "HIDDEN", ""); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"GIT_TOKEN": true, "ONLY_ENV": true, "MISSING": false, "EMPTY_ENV": false, "HIDDEN": false} {
+		if got, err := c.IsSet(ctx, a.ID, name); got != want || err != nil {
+			t.Errorf("IsSet(%s) = %v, %v; want %v", name, got, err, want)
+		}
+	}
 }

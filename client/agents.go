@@ -18,38 +18,26 @@ func (c *Client) ListAgents(ctx context.Context) ([]Agent, error) {
 	return decodeList[Agent](raw, "agents")
 }
 
-// GetAgent returns one agent by id.
-func (c *Client) GetAgent(ctx context.Context, agentID string) (Agent, error) {
+// GetAgent returns one agent by its id or its slug (the platform takes either).
+func (c *Client) GetAgent(ctx context.Context, idOrSlug string) (Agent, error) {
 	var a Agent
-	if err := c.do(ctx, http.MethodGet, c.endpoint("/api/agents/%s", agentID), nil, &a); err != nil {
-		return Agent{}, fmt.Errorf("get agent %s: %w", agentID, err)
+	if err := c.do(ctx, http.MethodGet, c.endpoint("/api/agents/%s", idOrSlug), nil, &a); err != nil {
+		return Agent{}, fmt.Errorf("get agent %s: %w", idOrSlug, err)
 	}
 	return a, nil
 }
 
-// ResolveAgent finds an agent by id or slug: it asks for the id first and, when the platform
-// answers 404 (or 400, for a string that cannot be an id), looks for the slug in the agent list. An agent found by neither is a *Error with
-// Code NOT_FOUND that names idOrSlug.
+// ResolveAgent finds an agent by id or slug: the platform's GET /api/agents/{id} takes either.
+// An agent found by neither is a *Error with Code NOT_FOUND that names idOrSlug.
 func (c *Client) ResolveAgent(ctx context.Context, idOrSlug string) (Agent, error) {
 	if idOrSlug == "" {
 		return Agent{}, errors.New("resolve agent: no agent given (an id or slug)")
 	}
 	a, err := c.GetAgent(ctx, idOrSlug)
-	var apiErr *Error
-	if err == nil || !errors.As(err, &apiErr) || (apiErr.Status != http.StatusNotFound && apiErr.Status != http.StatusBadRequest) {
-		return a, err
+	if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return Agent{}, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf("no agent has the id or slug %q", idOrSlug)}
 	}
-	agents, err := c.ListAgents(ctx)
-	if err != nil {
-		return Agent{}, err
-	}
-	for _, a := range agents {
-		if a.Slug == idOrSlug || a.AgentID == idOrSlug {
-			return a, nil
-		}
-	}
-	return Agent{}, &Error{Status: http.StatusNotFound, Code: CodeNotFound,
-		Message: fmt.Sprintf("no agent has the id or slug %q", idOrSlug)}
+	return a, err
 }
 
 // DeploySettings returns an agent's deploy settings.

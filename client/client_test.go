@@ -155,6 +155,9 @@ func TestRequests(t *testing.T) {
 		{"deploy settings", func() error { _, err := c.DeploySettings(ctx, "a"); return err }, "GET", "/api/agents/a/deploy-settings", "", ""},
 		{"logs", func() error { return c.Logs(ctx, "b1", io.Discard) }, "GET", "/api/builds/b1/logs", "", ""},
 		{"follow logs", func() error { return c.FollowLogs(ctx, "b1", io.Discard) }, "GET", "/api/builds/b1/logs", "follow=1", ""},
+		{"set secret", func() error { return c.SetSecret(ctx, "desk", "DB_URL", "v") }, "PUT", "/api/agents/desk/secrets/DB_URL", "", `{"value":"v"}`},
+		{"list secrets", func() error { _, err := c.ListSecrets(ctx, "desk"); return err }, "GET", "/api/agents/desk/secrets", "", ""},
+		{"delete secret", func() error { return c.DeleteSecret(ctx, "desk", "DB_URL") }, "DELETE", "/api/agents/desk/secrets/DB_URL", "", ""},
 	}
 	for _, tt := range calls {
 		t.Run(tt.name, func(t *testing.T) {
@@ -238,6 +241,19 @@ func TestResolveAgent(t *testing.T) {
 	}
 	if _, err := p.c.ResolveAgent(ctx, ""); err == nil {
 		t.Error("ResolveAgent(\"\") succeeded")
+	}
+	// Secrets, by slug: set, listed by name, removed; removing one that is not set is NOT_FOUND.
+	if err := p.c.SetSecret(ctx, "hello", "DB_URL", "sqlite:/tmp/x.db"); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := p.c.ListSecrets(ctx, hello.AgentID); err != nil || len(list) != 1 || list[0].Name != "DB_URL" || list[0].UpdatedAt.IsZero() {
+		t.Errorf("ListSecrets = %+v, %v", list, err)
+	}
+	if err := p.c.DeleteSecret(ctx, "hello", "DB_URL"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.c.DeleteSecret(ctx, "hello", "DB_URL"); !errors.As(err, &e) || e.Code != client.CodeNotFound {
+		t.Errorf("DeleteSecret of a secret that is not set = %v, want NOT_FOUND", err)
 	}
 	// A refusal other than 404 is not hidden behind a slug search.
 	_, err = client.New(p.url, "pk_wrong", nil).ResolveAgent(ctx, "hello")

@@ -116,6 +116,9 @@ type Build struct {
 	FinishedAt *time.Time  `json:"finishedAt,omitempty"`
 	Error      string      `json:"error,omitempty"`
 	Steps      []BuildStep `json:"steps,omitempty"`
+	// Warnings are what the build found that does not fail it: each env: reference of the
+	// agent that is not set, with where it is used and how to set it.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Finished reports whether the build has ended.

@@ -117,6 +117,36 @@ func (s *Agents) GetBySlug(ctx context.Context, slug string) (Agent, error) {
 	return s.take(ctx, "slug = ?", slug)
 }
 
+// Resolve returns the agent whose id or slug is ref, or ErrAgentNotFound: how every route and
+// command that names an agent finds it. The two cannot be confused: an id is "a" and 16
+// characters of [a-z2-7], a shape ValidateSlug refuses and DeriveSlug never makes. (A slug of
+// that shape made before that rule is found by its slug unless an agent has it as its id,
+// which wins.)
+func (s *Agents) Resolve(ctx context.Context, ref string) (Agent, error) {
+	if ref == "" {
+		return Agent{}, ErrAgentNotFound
+	}
+	var as []Agent
+	if err := s.db.WithContext(ctx).Where("id = ? OR slug = ?", ref, ref).Limit(2).Find(&as).Error; err != nil {
+		return Agent{}, fmt.Errorf("resolve agent: %w", err)
+	}
+	switch {
+	case len(as) == 0:
+		return Agent{}, ErrAgentNotFound
+	case len(as) == 2 && as[1].ID == ref:
+		return as[1].utc(), nil
+	}
+	return as[0].utc(), nil
+}
+
+// looksLikeAgentID reports whether s has the shape of an agent id (auth.NewID("a")).
+func looksLikeAgentID(s string) bool {
+	if len(s) != 17 || s[0] != 'a' {
+		return false
+	}
+	return strings.Trim(s[1:], "abcdefghijklmnopqrstuvwxyz234567") == ""
+}
+
 func (s *Agents) take(ctx context.Context, where, arg string) (Agent, error) {
 	var a Agent
 	err := s.db.WithContext(ctx).Where(where, arg).Take(&a).Error
@@ -161,8 +191,8 @@ func validateAgentName(name string) error {
 }
 
 // ValidateSlug reports whether slug is a valid agent slug: 1 to MaxSlugLen characters of
-// [a-z0-9-], starting and ending with a letter or digit, and without "--" (which separates a
-// deployment id from the slug in pinned host names). The error is an *InvalidError for "slug".
+// [a-z0-9-], starting and ending with a letter or digit, without "--" (which separates a
+// deployment id from the slug in pinned host names), and not of the shape of an agent id. The error is an *InvalidError for "slug".
 func ValidateSlug(slug string) error {
 	switch {
 	case slug == "":
@@ -175,12 +205,15 @@ func ValidateSlug(slug string) error {
 		return invalid("slug", "must start and end with a letter or digit")
 	case strings.Contains(slug, "--"):
 		return invalid("slug", `must not contain "--"`)
+	case looksLikeAgentID(slug):
+		return invalid("slug", `has the shape of an agent id ("a" and 16 letters or digits 2-7): routes take ids and slugs alike, so it would be ambiguous`)
 	}
 	return nil
 }
 
 // DeriveSlug turns a name into a valid slug: lower-cased ASCII letters and digits, every other
-// run of characters one hyphen, cut to MaxSlugLen; "agent" when nothing is left.
+// run of characters one hyphen, cut to MaxSlugLen; "agent" when nothing is left, and "-agent"
+// added to one that would have the shape of an agent id.
 func DeriveSlug(name string) string {
 	var b strings.Builder
 	hyphen := false
@@ -196,8 +229,11 @@ func DeriveSlug(name string) string {
 		hyphen = true
 	}
 	slug := trimSlug(b.String(), MaxSlugLen)
-	if slug == "" {
+	switch {
+	case slug == "":
 		return "agent"
+	case looksLikeAgentID(slug):
+		return slug + "-agent" // never the shape of an id (see Resolve)
 	}
 	return slug
 }

@@ -33,6 +33,8 @@ func TestDeriveSlug(t *testing.T) {
 		{"", "agent"},
 		{long, long[:40]},
 		{strings.Repeat("a", 39) + " b", strings.Repeat("a", 39)},
+		{"Administratorbots", "administratorbots-agent"}, // "a" and 16 of [a-z2-7]: an agent id's shape
+		{"Administratorbot1", "administratorbot1"},       // 1 is not in an id's alphabet
 	}
 	for _, tt := range tests {
 		got := registry.DeriveSlug(tt.name)
@@ -61,6 +63,10 @@ func TestValidateSlug(t *testing.T) {
 		{"a--b", false},
 		{"a_b", false},
 		{"a.b", false},
+		{"abcdefghijklmnop2", false}, // the shape of an agent id
+		{"abcdefghijklmnop1", true},
+		{"bbcdefghijklmnop2", true},
+		{"abcdefghijklmnop27", true},
 	}
 	for _, tt := range tests {
 		err := registry.ValidateSlug(tt.slug)
@@ -132,6 +138,34 @@ func TestAgents(t *testing.T) {
 		list, err := s.List(ctx)
 		if err != nil || len(list) != 4 || list[0].ID != a.ID {
 			t.Errorf("List = %d agents (first %v), %v; want 4, first %s", len(list), list, err, a.ID)
+		}
+	})
+}
+
+// TestAgentsResolve: an agent is found by its id or its slug; an id wins over a slug equal to
+// it (one made before slugs of an id's shape were refused).
+func TestAgentsResolve(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		s := registry.NewAgents(db)
+		a := mustCreateAgent(t, db, "Support Desk")
+		b := mustCreateAgent(t, db, "Other")
+		for _, ref := range []string{a.ID, "support-desk"} {
+			if got, err := s.Resolve(ctx, ref); err != nil || got.ID != a.ID {
+				t.Errorf("Resolve(%q) = %+v, %v; want %s", ref, got, err, a.ID)
+			}
+		}
+		for _, ref := range []string{"", "nope", "Support-Desk", "anone"} {
+			if _, err := s.Resolve(ctx, ref); !errors.Is(err, registry.ErrAgentNotFound) {
+				t.Errorf("Resolve(%q) = %v, want ErrAgentNotFound", ref, err)
+			}
+		}
+		// An old slug equal to another agent's id: the id wins.
+		if err := db.Exec("UPDATE agents SET slug = ? WHERE id = ?", b.ID, a.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Resolve(ctx, b.ID); err != nil || got.ID != b.ID {
+			t.Errorf("Resolve(id that is also a slug) = %+v, %v; want %s", got, err, b.ID)
 		}
 	})
 }

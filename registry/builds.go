@@ -4,6 +4,7 @@ package registry
 // which creates its deployment.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,10 +28,12 @@ type Build struct {
 	Status          string
 	Error           string
 	Steps           string // JSON array of steps
-	Attempts        int
-	CreatedAt       time.Time
-	StartedAt       *time.Time
-	FinishedAt      *time.Time
+	// Warnings is a JSON array of lines: what the build found that does not fail it.
+	Warnings   string
+	Attempts   int
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
 }
 
 // TableName names the table of Build.
@@ -92,7 +95,7 @@ func (s *Deployments) StartBuild(ctx context.Context, req BuildRequest) (BuildSt
 		b := Build{
 			ID: auth.NewID("b"), AgentID: req.AgentID, DeployID: auth.NewID("d"), Environment: req.Environment,
 			Branch: req.Branch, CommitSHA: req.Commit, SourceVersionID: req.SourceVersionID, Trigger: req.Trigger,
-			Status: BuildQueued, Steps: "[]", CreatedAt: now,
+			Status: BuildQueued, Steps: "[]", Warnings: "[]", CreatedAt: now,
 		}
 		d := Deployment{
 			ID: b.DeployID, AgentID: req.AgentID, BuildID: b.ID, Environment: req.Environment, Branch: req.Branch,
@@ -187,6 +190,7 @@ func (s *Deployments) BuildRunning(ctx context.Context, buildID string) (Build, 
 // BuildOutcome is what a finished build produced.
 type BuildOutcome struct {
 	Steps     string // JSON array of steps
+	Warnings  string // JSON array of lines; "" records none
 	BundleKey string // "" when failed
 	Digest    string
 	Error     string // "" when succeeded
@@ -228,7 +232,7 @@ func (s *Deployments) FinishBuild(ctx context.Context, buildID string, o BuildOu
 			status, dstatus = BuildFailed, StatusFailed
 		}
 		if err := tx.Model(&Build{}).Where("id = ?", b.ID).
-			Updates(map[string]any{"status": status, "error": o.Error, "steps": o.Steps, "finished_at": now}).Error; err != nil {
+			Updates(map[string]any{"status": status, "error": o.Error, "steps": o.Steps, "warnings": cmp.Or(o.Warnings, "[]"), "finished_at": now}).Error; err != nil {
 			return fmt.Errorf("finish build: %w", err)
 		}
 		upd := map[string]any{"status": dstatus, "error": o.Error, "bundle_key": o.BundleKey, "digest": o.Digest}

@@ -225,7 +225,7 @@ func (s *Deployments) Promote(ctx context.Context, req PromoteRequest) (Deployme
 		b := Build{
 			ID: auth.NewID("b"), AgentID: req.AgentID, DeployID: auth.NewID("d"), Environment: req.To,
 			Branch: src.Branch, CommitSHA: src.CommitSHA, SourceVersionID: src.SourceVersionID, Trigger: "promote",
-			Status: BuildSucceeded, Steps: `[{"name":"promote","status":"succeeded","durationMs":0}]`, CreatedAt: now, StartedAt: &now, FinishedAt: &now,
+			Status: BuildSucceeded, Steps: `[{"name":"promote","status":"succeeded","durationMs":0}]`, Warnings: "[]", CreatedAt: now, StartedAt: &now, FinishedAt: &now,
 		}
 		d := Deployment{
 			ID: b.DeployID, AgentID: req.AgentID, BuildID: b.ID, Environment: req.To, Branch: src.Branch, CommitSHA: src.CommitSHA,

@@ -100,7 +100,8 @@ type secretRow struct {
 func (secretRow) TableName() string { return "secrets" }
 
 // Secrets stores per-agent secret values, encrypted with a Cipher. Values can be resolved by
-// name (builds and runtimes resolve env:NAME here first) but are never listed. Safe for
+// name (builds and runtimes resolve env:NAME here first) but are never listed: List shows
+// names and times only. Safe for
 // concurrent use.
 type Secrets struct {
 	db     *gorm.DB
@@ -157,20 +158,32 @@ func (s *Secrets) Resolve(ctx context.Context, agentID, name string) (value stri
 	return string(plain), true, nil
 }
 
-// Names lists the names of agentID's secrets, sorted; never their values.
-func (s *Secrets) Names(ctx context.Context, agentID string) ([]string, error) {
-	var names []string
-	err := s.db.WithContext(ctx).Model(&secretRow{}).Where("agent_id = ?", agentID).Order("name").Pluck("name", &names).Error
+// SecretInfo is what may be shown of a secret: its name and when it was last set, never its
+// value.
+type SecretInfo struct {
+	Name      string
+	UpdatedAt time.Time
+}
+
+// List returns agentID's secrets by name, sorted, without their values.
+func (s *Secrets) List(ctx context.Context, agentID string) ([]SecretInfo, error) {
+	var rows []secretRow
+	err := s.db.WithContext(ctx).Select("name", "updated_at").Where("agent_id = ?", agentID).Order("name").Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}
-	return names, nil
+	out := make([]SecretInfo, len(rows))
+	for i, r := range rows {
+		out[i] = SecretInfo{Name: r.Name, UpdatedAt: r.UpdatedAt.UTC()}
+	}
+	return out, nil
 }
 
-// Delete removes the secret name of agentID; a missing secret is not an error.
-func (s *Secrets) Delete(ctx context.Context, agentID, name string) error {
-	if err := s.db.WithContext(ctx).Where("agent_id = ? AND name = ?", agentID, name).Delete(&secretRow{}).Error; err != nil {
-		return fmt.Errorf("delete secret: %w", err)
+// Delete removes the secret name of agentID; deleted is false when there was none.
+func (s *Secrets) Delete(ctx context.Context, agentID, name string) (deleted bool, err error) {
+	res := s.db.WithContext(ctx).Where("agent_id = ? AND name = ?", agentID, name).Delete(&secretRow{})
+	if res.Error != nil {
+		return false, fmt.Errorf("delete secret: %w", res.Error)
 	}
-	return nil
+	return res.RowsAffected > 0, nil
 }

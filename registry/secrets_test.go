@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -98,9 +99,13 @@ func TestSecrets(t *testing.T) {
 		if _, ok, err := s.Resolve(ctx, b.ID, "API_KEY"); ok || err != nil {
 			t.Errorf("Resolve on another agent = ok %v, %v; want not found", ok, err)
 		}
-		names, err := s.Names(ctx, a.ID)
-		if err != nil || strings.Join(names, ",") != "API_KEY,EMPTY" {
-			t.Errorf("Names = %v, %v", names, err)
+		list, err := s.List(ctx, a.ID)
+		if err != nil || len(list) != 2 || list[0].Name != "API_KEY" || list[1].Name != "EMPTY" ||
+			time.Since(list[0].UpdatedAt) > time.Minute || list[0].UpdatedAt.Location() != time.UTC {
+			t.Errorf("List = %+v, %v; want API_KEY and EMPTY, set just now", list, err)
+		}
+		if list, err := s.List(ctx, b.ID); err != nil || len(list) != 0 {
+			t.Errorf("List of another agent = %+v, %v; want none", list, err)
 		}
 
 		// At rest the value is sealed.
@@ -136,14 +141,14 @@ func TestSecrets(t *testing.T) {
 		if err := s.Put(ctx, "anosuchagent", "X", "x"); !errors.Is(err, registry.ErrAgentNotFound) {
 			t.Errorf("Put for a missing agent = %v, want ErrAgentNotFound", err)
 		}
-		if err := s.Delete(ctx, a.ID, "API_KEY"); err != nil {
-			t.Fatal(err)
+		if deleted, err := s.Delete(ctx, a.ID, "API_KEY"); !deleted || err != nil {
+			t.Fatalf("Delete = %v, %v", deleted, err)
 		}
 		if _, ok, _ := s.Resolve(ctx, a.ID, "API_KEY"); ok {
 			t.Error("Resolve after Delete found the secret")
 		}
-		if err := s.Delete(ctx, a.ID, "API_KEY"); err != nil {
-			t.Errorf("Delete of a missing secret = %v", err)
+		if deleted, err := s.Delete(ctx, a.ID, "API_KEY"); deleted || err != nil {
+			t.Errorf("Delete of a missing secret = %v, %v; want false, nil", deleted, err)
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"svc/errcode"
 	"svc/registry"
 	"svc/runner/runtime"
+	"svc/runner/stores"
 )
 
 // Runtime serves one deployment. Close stops its background work and waits for it.
@@ -187,10 +188,25 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	rt, err := r.runtime(req.Context(), d)
 	if err != nil {
-		errcode.Write(w, errcode.RuntimeUnavailable, "the deployment's bundle could not be loaded; GET /api/deployments/"+d.ID+" says why")
+		errcode.Write(w, errcode.RuntimeUnavailable, fmt.Sprintf("the runtime of deployment %s could not start: %s; it is tried again every %s",
+			d.ID, publicReason(err), r.cfg.RetryAfter))
 		return
 	}
 	rt.ServeHTTP(w, req)
+}
+
+// publicReason is why a runtime could not start, as the router tells anyone who calls the
+// agent's URL, before any credential is checked: the error itself when it is about the agent
+// (its source does not load, its svc.json stores entry is wrong), whose text names files and
+// fields of the agent and never a value or an address; otherwise only that the platform failed,
+// since such errors may name the platform's hosts, buckets and keys (the deployment's
+// runtimeError, in `svc status`, has the full text for its operators).
+func publicReason(err error) string {
+	var problems agent.Problems
+	if errors.As(err, &problems) || errors.Is(err, stores.ErrConfig) {
+		return strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	return "the platform could not load its bundle (an error of the platform, not of the agent: `svc status` shows it to the platform's operators)"
 }
 
 // Deployment returns the runtime of deployment id, loading its bundle on first use (a durable

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"svc/migrations/dbtest"
 	"svc/registry"
 	"svc/runner"
+	"svc/runner/stores"
 )
 
 func TestParseHost(t *testing.T) {
@@ -260,5 +263,78 @@ func TestRouterCrossOrigin(t *testing.T) {
 	router.ServeHTTP(rec, get)
 	if rec.Code != 404 || rec.Header().Get("Access-Control-Allow-Origin") != "*" {
 		t.Errorf("unknown agent = %d %v", rec.Code, rec.Header())
+	}
+}
+
+// TestRouterSaysWhyARuntimeDidNotStart: the 503 of a runtime that could not start gives the
+// reason when it is about the agent, and only that the platform failed otherwise (the full
+// text is the deployment's runtimeError).
+func TestRouterSaysWhyARuntimeDidNotStart(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?)`, now, now).Error; err != nil {
+		t.Fatal(err)
+	}
+	deps := registry.NewDeployments(db)
+	st, err := deps.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: "production", Commit: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/c1", Digest: "sha256:c1", Activate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		err     error
+		want    string
+		wantNot string
+	}{
+		{
+			name: "the agent's source", err: agent.Problems{{File: "svc.json", Line: 3, Message: `unknown field "colour"`}},
+			want: `could not start: agent: invalid source tree:; svc.json:3: unknown field "colour"; it is tried again every 1ms`,
+		},
+		{
+			name: "the agent's stores entry", err: fmt.Errorf("%w: field %q must be one of memory, sqlite, postgres", stores.ErrConfig, "stores.backend"),
+			want: `field "stores.backend" must be one of memory, sqlite, postgres`,
+		},
+		{
+			name: "the platform", err: errors.New("open bundle: dial tcp 10.1.2.3:9000: connection refused"),
+			want: "the platform could not load its bundle (an error of the platform, not of the agent", wantNot: "10.1.2.3",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			router, err := runner.NewRouter(runner.Config{
+				Resolver: deps, AppsDomain: "apps.localhost", Reporter: deps, RetryAfter: time.Millisecond,
+				LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) { return nil, tt.err },
+				NewRuntime: func(context.Context, *agent.Agent, registry.Deployment) (runner.Runtime, error) {
+					return nil, errors.New("not reached")
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer router.Close()
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("POST", "/chat", nil)
+			req.Host = "acme.apps.localhost"
+			router.ServeHTTP(rec, req)
+			body := rec.Body.String()
+			if rec.Code != 503 || !strings.Contains(body, `"RUNTIME_UNAVAILABLE"`) || !strings.Contains(body, "the runtime of deployment "+d.ID+" could not start: ") {
+				t.Fatalf("POST /chat = %d %s, want 503 RUNTIME_UNAVAILABLE", rec.Code, body)
+			}
+			var e struct{ Error struct{ Message string } }
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(e.Error.Message, tt.want) || tt.wantNot != "" && strings.Contains(body, tt.wantNot) {
+				t.Errorf("message %q, want it to say %q (and not %q)", e.Error.Message, tt.want, tt.wantNot)
+			}
+			if got, err := deps.Get(ctx, d.ID); err != nil || got.RuntimeError != tt.err.Error() {
+				t.Errorf("recorded runtime error = %q, %v; want the whole error %q", got.RuntimeError, err, tt.err)
+			}
+		})
 	}
 }

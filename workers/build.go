@@ -123,6 +123,12 @@ func stepsJSON(steps []builder.Step) string {
 	return string(b)
 }
 
+// warningsJSON is a build's warnings as the API shows them: a JSON array, [] for none.
+func warningsJSON(warnings []string) string {
+	b, _ := json.Marshal(append([]string{}, warnings...)) // strings always marshal
+	return string(b)
+}
+
 // ProcessTask implements Handler: it runs a build task: fetch, build, record. It is idempotent:
 // a build that already finished is left alone, and a build redelivered after a crash runs again
 // from the start.
@@ -195,6 +201,11 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 	// 2. Validate, compile, pack and upload.
 	result, err := builder.Build(ctx, builder.BuildInput{
 		Source: tree, Commit: res.Commit, Branch: b.Branch, SourceVersionID: b.SourceVersionID, AgentSlug: src.Slug, Limits: h.cfg.Limits,
+		// The env: references the agent makes, checked as a runtime resolves them: a warning
+		// for each one that is not set.
+		IsSet: func(ctx context.Context, name string) (bool, error) {
+			return h.cfg.Credentials.IsSet(ctx, b.AgentID, name)
+		},
 	}, h.cfg.Objects, log)
 	steps = append([]builder.Step{fetch}, result.Steps...)
 	if err != nil {
@@ -216,7 +227,7 @@ func (h *BuildHandler) ProcessTask(ctx context.Context, t Task) (err error) {
 	// FinishBuild writes the last line in the transaction that marks the build finished, so a
 	// follower that stops at the finished status has seen every line.
 	_, err = h.cfg.Deployments.FinishBuild(context.WithoutCancel(ctx), b.ID, registry.BuildOutcome{
-		Steps: stepsJSON(steps), BundleKey: result.BundleKey, Digest: result.BundleDigest, Activate: activate, Actor: "build",
+		Steps: stepsJSON(steps), Warnings: warningsJSON(result.Warnings), BundleKey: result.BundleKey, Digest: result.BundleDigest, Activate: activate, Actor: "build",
 		Done: doneLine,
 	})
 	switch {

@@ -482,3 +482,48 @@ func TestBuildReadsTheTreeThePushStored(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildRecordsUnsetReferencesAsWarnings: a build of an agent whose env: references are not
+// all set succeeds and is activated, with a warning for each unset one in its log and on the
+// build record; references are resolved as a runtime resolves them (the agent's secrets, then
+// the environment).
+func TestBuildRecordsUnsetReferencesAsWarnings(t *testing.T) {
+	db := dbtest.SQLite(t)
+	ctx := context.Background()
+	e := newEnv(t, db, func(cfg *workers.BuildConfig) {
+		cfg.Credentials.Getenv = func(name string) (string, bool) {
+			if name == "STATUS_API_URL" {
+				return "https://status.example.com", true
+			}
+			return "", false
+		}
+	})
+	dir := t.TempDir()
+	_, c1 := gittest.Init(t, dir, agenttest.Dir(t, "support-desk"))
+	a, err := e.agents.Create(ctx, "desk", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sources.Put(ctx, a.ID, registry.SourceSpec{Type: registry.SourceGit, URL: "file://" + dir}); err != nil {
+		t.Fatal(err)
+	}
+	if err := storesOf(db, e.objects).Secrets.Put(ctx, a.ID, "SUPPORT_DB_URL", "sqlite:/tmp/x.db"); err != nil {
+		t.Fatal(err)
+	}
+	st := e.build(t, a.ID, "preview", "main", c1)
+	if d := e.wait(t, st.Deployment.ID); d.Status != registry.StatusReady || !d.IsActive {
+		t.Fatalf("deployment = %s (active %v), want ready and active: %s\n%s", d.Status, d.IsActive, d.Error, e.logText(t, st.Build.ID))
+	}
+	b, err := e.deps.GetBuild(ctx, st.Build.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "env:STATUS_API_TOKEN (svc/connections/status/spec.json auth.headers.Authorization) is not set: connection status will fail until it is; " +
+		"set it with `svc secrets set desk STATUS_API_TOKEN` or in the runner's environment"
+	if b.Warnings != fmt.Sprintf("[%q]", want) {
+		t.Errorf("build warnings = %s, want [%q]", b.Warnings, want)
+	}
+	if log := e.logText(t, st.Build.ID); !strings.Contains(log, "warning: "+want+"\n") || strings.Contains(log, "SUPPORT_DB_URL") {
+		t.Errorf("build log lacks the warning, or warns about a set secret:\n%s", log)
+	}
+}

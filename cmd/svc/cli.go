@@ -19,12 +19,12 @@ import (
 )
 
 // clientCommands returns the commands that are clients of the platform API: deploy, logs, status,
-// promote, rollback, activate, token and chat. Each takes --url (SVC_URL) and --token (SVC_TOKEN);
+// promote, rollback, activate, token, chat, evals and secrets. Each takes --url (SVC_URL) and --token (SVC_TOKEN);
 // those that act on an agent take --agent (SVC_AGENT), an id or a slug.
 func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		deployCommand(), logsCommand(), statusCommand(), promoteCommand(),
-		rollbackCommand(), activateCommand(), tokenCommand(), chatCommand(), evalsCommand(),
+		rollbackCommand(), activateCommand(), tokenCommand(), chatCommand(), evalsCommand(), secretsCommand(),
 	}
 }
 

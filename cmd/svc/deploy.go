@@ -156,7 +156,28 @@ func (d deployer) run(ctx context.Context, req client.RedeployRequest, dir strin
 	default:
 		fmt.Fprintf(d.out, "Deployment %s is %s; check it with `svc status` (or deploy with --wait)\n", dep.DeployID, dep.Status)
 	}
+	printWarnings(d.errOut, b.Warnings)
 	return nil
+}
+
+// printWarnings writes a build's warnings last, where they are seen: the deployment serves,
+// and only what uses an unset reference fails until it is set.
+func printWarnings(w io.Writer, warnings []string) {
+	if len(warnings) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d %s (the agent runs; only what uses an unset value fails until it is set):\n", len(warnings), plural(len(warnings), "warning", "warnings"))
+	for _, line := range warnings {
+		fmt.Fprintln(w, "  warning: "+line)
+	}
+}
+
+// plural returns one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // lostBuild explains an error met while following a build that has started: when the server went

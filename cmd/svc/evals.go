@@ -54,15 +54,15 @@ func (p *platform) runEvals(ctx context.Context, d registry.Deployment) (string,
 	for _, n := range names {
 		list = append(list, ag.Evals[n])
 	}
-	env := p.envOf(d.AgentID)
-	backend, err := stores.Open(ctx, stores.OpenParams{Config: ag.Config.Stores, AgentID: d.AgentID, Env: env, Platform: p.db})
+	env, hint := p.envOf(d.AgentID), p.secretHint(ctx, d.AgentID)
+	backend, err := stores.Open(ctx, stores.OpenParams{Config: ag.Config.Stores, AgentID: d.AgentID, Env: env, Hint: hint, Platform: p.db})
 	if err != nil {
 		return "", nil, err
 	}
 	models := runtime.NewModels(env, nil)
 	rt, err := runtime.New(runtime.Options{
 		Agent: ag, AgentID: d.AgentID, DeployID: d.ID, Sessions: dbstore.New(p.db), SharedStore: true, Locker: &memstore.Locks{},
-		StoreBackend: backend, Models: models, Env: env, ApprovalTimeout: evalApprovalTimeout, Logger: p.log,
+		StoreBackend: backend, Models: models, Env: env, SecretHint: hint, ApprovalTimeout: evalApprovalTimeout, Logger: p.log,
 		DefaultModel: p.defaultModel(), HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox,
 	})
 	if err != nil {

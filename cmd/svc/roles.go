@@ -144,10 +144,11 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 		Resolver: p.deploys, Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: p.loadAgent,
 		NewRuntime: func(ctx context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
-			env := p.envOf(d.AgentID)
-			// The agent's stores: in its own database when svc.json names one, else in the
-			// platform's, rows kept apart by agent id.
-			backend, err := stores.Open(ctx, stores.OpenParams{Config: a.Config.Stores, AgentID: d.AgentID, Env: env, Platform: p.db})
+			env, hint := p.envOf(d.AgentID), p.secretHint(ctx, d.AgentID)
+			// The agent's stores: in its own database when svc.json names one (opened at their
+			// first use, so that an unset url fails only them), else in the platform's, rows
+			// kept apart by agent id.
+			backend, err := stores.Open(ctx, stores.OpenParams{Config: a.Config.Stores, AgentID: d.AgentID, Env: env, Hint: hint, Platform: p.db})
 			if err != nil {
 				return nil, err
 			}
@@ -159,7 +160,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Schedule: schedule, Elsewhere: elsewhere, Events: bus,
 				Feedback: p.stores.Feedback,
 				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
-				Models:   runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env,
+				Models:   runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env, SecretHint: hint,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID), StoreBackend: backend,
 			})
@@ -174,7 +175,8 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 }
 
 // envOf resolves env: references of an agent: its secrets first, then the process environment.
-// Values are read when a runtime first needs them and kept only in memory.
+// Each call reads them again, so a secret set meanwhile is seen by the next use; what keeps a
+// value is what opened with it (a stores database, a model's provider), for the runtime's life.
 func (p *platform) envOf(agentID string) func(string) (string, bool) {
 	secrets := p.stores.Secrets
 	return func(name string) (string, bool) {
@@ -186,6 +188,18 @@ func (p *platform) envOf(agentID string) func(string) (string, bool) {
 			p.log.Warn("resolve agent secret", "agent_id", agentID, "name", name, "err", err)
 		}
 		return os.LookupEnv(name)
+	}
+}
+
+// secretHint says how to set a variable of agentID that is not set, in the errors of what
+// needs it: with the CLI command of the agent's slug (its id when the agent cannot be read).
+func (p *platform) secretHint(ctx context.Context, agentID string) func(name string) string {
+	ref := agentID
+	if a, err := p.stores.Agents.Get(ctx, agentID); err == nil {
+		ref = a.Slug
+	}
+	return func(name string) string {
+		return fmt.Sprintf("set it with `svc secrets set %s %s` or in the runner's environment", ref, name)
 	}
 }
 

@@ -57,6 +57,10 @@ type Options struct {
 	AllowMetadata bool
 	// Timeout bounds one request; 0 is DefaultTimeout.
 	Timeout time.Duration
+	// Hint says how to set a variable that is not set, for the error of a request that needs
+	// it: "set it with `svc secrets set my-agent NAME` or in the runner's environment". nil
+	// says "set it as an agent secret or in the runtime's environment".
+	Hint func(name string) string
 }
 
 // Client holds the connections of one agent with what their requests share: the checked
@@ -353,15 +357,23 @@ func (c *Client) resolve(ctx context.Context, field, value string) (string, erro
 	if !ok {
 		return value, nil
 	}
-	if c.opts.Secret == nil {
-		return "", fmt.Errorf("%s: %s is not set (no secrets are configured)", field, value)
+	var (
+		v   string
+		set bool
+		err error
+	)
+	if c.opts.Secret != nil {
+		v, set, err = c.opts.Secret(ctx, ref)
 	}
-	v, set, err := c.opts.Secret(ctx, ref)
 	switch {
 	case err != nil:
 		return "", fmt.Errorf("%s: resolve %s: %w", field, value, err)
 	case !set || v == "":
-		return "", fmt.Errorf("%s: %s is not set", field, value)
+		how := "set it as an agent secret or in the runtime's environment"
+		if c.opts.Hint != nil {
+			how = c.opts.Hint(ref)
+		}
+		return "", fmt.Errorf("%s: %s is not set; %s", field, value, how)
 	}
 	return v, nil
 }

@@ -33,6 +33,7 @@ func (rt *Runtime) extensions() (tools.Extensions, error) {
 		Transport:     rt.opts.ConnectionTransport,
 		Logger:        rt.log,
 		AllowMetadata: rt.opts.AllowMetadataAddresses,
+		Hint:          rt.opts.SecretHint,
 	})
 	if err != nil {
 		return tools.Extensions{}, err

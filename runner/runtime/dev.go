@@ -64,6 +64,7 @@ func NewDev(o DevOptions) (*Runtime, *agent.Agent, error) {
 		AuthToken: o.AuthToken, Models: NewModels(env, nil), DefaultModel: o.DefaultModel, Env: env,
 		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, HandlerTimeout: o.HandlerTimeout, Sandbox: o.Sandbox,
 		AllowMetadataAddresses: o.AllowMetadataAddresses, Tracer: o.Tracer, Logger: log,
+		SecretHint: func(name string) string { return "set " + name + " in the environment of svc dev" },
 	})
 	if err != nil {
 		return nil, nil, err

@@ -28,6 +28,7 @@ const (
 	CodeSessionFull     = "session_storage_full"
 	CodeAgentFull       = "agent_storage_full"
 	CodeBusy            = "server_busy"
+	CodeStoreDown       = "store_unavailable"
 	CodeInternal        = "internal"
 )
 
@@ -50,6 +51,7 @@ var catalog = map[string]struct {
 	CodeSessionFull:     {http.StatusRequestEntityTooLarge, "the session holds as much as a session may"},
 	CodeAgentFull:       {http.StatusTooManyRequests, "the agent's sessions hold as much as an agent may"},
 	CodeBusy:            {http.StatusServiceUnavailable, "the runtime is busy; retry in a few seconds"},
+	CodeStoreDown:       {http.StatusServiceUnavailable, "the agent's stores database is unavailable"},
 	CodeInternal:        {http.StatusInternalServerError, "internal error"},
 }
 

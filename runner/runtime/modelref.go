@@ -98,7 +98,7 @@ func resolveRef(field, value string, env func(string) (string, bool)) (string, e
 	}
 	v, set := env(name)
 	if !set || v == "" {
-		return "", fmt.Errorf("%s: environment variable %s (from %q) is not set", field, name, value)
+		return "", fmt.Errorf("%s: %s is not set; set it as an agent secret or in the runtime's environment", field, value)
 	}
 	return v, nil
 }

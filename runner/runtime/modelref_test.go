@@ -69,7 +69,7 @@ func TestModelWithoutKey(t *testing.T) {
 		ag := loadAgent(t, "hello")
 		ag.Config.Models = map[string]agent.ModelRef{"main": {Provider: "anthropic", Model: "claude-sonnet-4-5", APIKey: "env:DESK_ANTHROPIC_KEY"}}
 		e := start(t, ag, agent.ModelRef{}, map[string]string{"ANTHROPIC_API_KEY": "sk-ant-other"}, nowhere)
-		refused(t, e, map[string]any{"message": "hi"}, "environment variable DESK_ANTHROPIC_KEY (from \"env:DESK_ANTHROPIC_KEY\")")
+		refused(t, e, map[string]any{"message": "hi"}, "apiKey: env:DESK_ANTHROPIC_KEY")
 	})
 	t.Run("openai base URL of the public API named, no key", func(t *testing.T) {
 		e := start(t, nil, agent.ModelRef{Provider: "openai", Model: "gpt-4o"}, map[string]string{"OPENAI_BASE_URL": "https://API.openai.com/v1"}, nowhere)

@@ -77,6 +77,11 @@ type Options struct {
 	DefaultModel agent.ModelRef
 	// Env resolves env: references (for /inspect/connections); nil means none resolve.
 	Env func(name string) (string, bool)
+	// SecretHint says how to set a variable that is not set, for the error result of a
+	// connection call that needs it ("set it with `svc secrets set my-agent NAME` or in the
+	// runner's environment"); nil says "set it as an agent secret or in the runtime's
+	// environment". (The stores take theirs with stores.OpenParams.)
+	SecretHint func(name string) string
 	// CompositeMaxDepth bounds how deeply tools call tools (SVC_COMPOSITE_MAX_DEPTH) and
 	// CompositeMaxCalls the calls tools make to tools in one turn (SVC_COMPOSITE_MAX_CALLS); 0
 	// means 4 and 100.

@@ -67,10 +67,13 @@ func (rt *Runtime) deleteRecord(w http.ResponseWriter, r *http.Request, c *calle
 }
 
 // storeErr is the answer to a store error: 404 for an unknown store or key, 400 naming the
-// field for bad input.
+// field for bad input, 503 saying why for a database of the agent's own that does not open (its
+// url not set: the message names the variable and how to set it).
 func storeErr(err error) error {
 	var fe *stores.FieldError
 	switch {
+	case errors.Is(err, stores.ErrUnavailable):
+		return &APIError{Code: CodeStoreDown, Message: err.Error()}
 	case errors.Is(err, stores.ErrUnknownStore), errors.Is(err, stores.ErrNotFound):
 		return &APIError{Code: CodeNotFound, Message: err.Error()}
 	case errors.As(err, &fe):

@@ -17,8 +17,14 @@ var (
 	// record, a key, a filter or a limit. Each such error is a *FieldError naming the field
 	// (several are joined with errors.Join).
 	ErrInvalid = errors.New("stores: invalid input")
-	// ErrConfig is wrapped by errors of Open about the svc.json "stores" entry.
+	// ErrConfig is wrapped by errors about the svc.json "stores" entry: of Open, and of the uses
+	// of a database whose url is not set or names the wrong kind of database.
 	ErrConfig = errors.New("stores: bad stores configuration")
+	// ErrUnavailable is wrapped by the error of each use of a database of the agent's own that
+	// could not be opened (its url not set, of the wrong kind, or the database unreachable):
+	// the store tools answer it as an error result and the store routes as 503, while the rest
+	// of the runtime works. The next use tries again.
+	ErrUnavailable = errors.New("stores: the stores database is unavailable")
 )
 
 // Bounds of the input Records accepts.

@@ -28,6 +28,12 @@
 // rather than with an ad-hoc AutoMigrate: both databases get the same tables from one copy of
 // the SQL, and a later change to them is one new migration named *_stores.sql.
 //
+// A database of the agent's own is opened at the first use of the stores, not when the
+// runtime starts (lazy.go): an env: reference that is not set yet, or a database that is down,
+// fails the store tools and routes with ErrUnavailable (saying which variable and how to set
+// it) while the rest of the agent works, and the next use tries again, so that a secret set
+// later applies without a rebuild or a restart.
+//
 // The backends live in this package, not in sub-packages per backend, so that Open can choose
 // one with a switch (STYLE 10) without an import cycle.
 //
@@ -39,6 +45,7 @@
 //		Config:   ag.Config.Stores, // svc.json "stores": {"backend": "memory"|"sqlite"|"postgres", "url": "env:VAR"}
 //		AgentID:  agentID,          // the platform agent; "" under svc dev
 //		Env:      env,              // resolves env: names: the agent's secrets, then the environment
+//		Hint:     hint,             // how to set a variable that is not set (svc secrets set ...)
 //		Platform: db,               // the platform database; nil under svc dev
 //	})
 //	defer backend.Close()
@@ -67,5 +74,5 @@
 //
 // ErrUnknownStore and ErrNotFound are 404 NOT_FOUND; ErrInvalid is 400 INVALID_REQUEST with
 // the error's text (a *FieldError names the field: "key", "limit", a field of the entity);
-// anything else is a server error.
+// ErrUnavailable is 503 with the error's text; anything else is a server error.
 package stores

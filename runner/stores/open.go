@@ -34,8 +34,13 @@ type OpenParams struct {
 	// svc dev).
 	AgentID string
 	// Env resolves the name of an env: reference in Config.URL (the agent's secrets first, then
-	// the process environment); nil means none resolves.
+	// the process environment); nil means none resolves. It is called at each use of the
+	// stores until the database opens, never before the first use.
 	Env func(name string) (string, bool)
+	// Hint says how to set the variable name, for the error of an unset url: "set it with `svc
+	// secrets set my-agent NAME` or in the runner's environment". nil means "set it as an agent
+	// secret or in the runtime's environment".
+	Hint func(name string) string
 	// Platform is the platform database, migrated; nil when the runtime has none (svc dev).
 	Platform *gorm.DB
 }
@@ -45,10 +50,15 @@ type OpenParams struct {
 //   - no "stores" entry: the platform database (tables of migration 00009, rows of
 //     p.AgentID), or memory when p.Platform is nil;
 //   - backend "memory": memory, lost when the runtime stops (a url is not used);
-//   - backend "sqlite" or "postgres" with a url: the database that env: reference names,
-//     opened as migrations.Open does (postgres:// URLs; sqlite:PATH or a file path) and
-//     brought up to date with the platform's store migrations (its own goose version table);
-//     Close closes it;
+//   - backend "sqlite" or "postgres" with a url: the database that env: reference names, as
+//     migrations.Open takes it (postgres: a postgres:// or postgresql:// URL; sqlite: a file
+//     path, or sqlite:PATH), brought up to date with the platform's store migrations (its own
+//     goose version table). It is opened at the first use, not by Open: until it opens, each
+//     use resolves the reference again and fails with ErrUnavailable when it is not set,
+//     names the wrong kind of database, or the database does not open, so that only what
+//     uses the stores fails, and setting the secret later makes the next use work. Once open
+//     it stays open until Close: a changed value applies to a new backend (a runtime started
+//     again);
 //   - backend "sqlite" or "postgres" without a url: the platform database, whatever its
 //     dialect; an error when there is none.
 //
@@ -75,17 +85,26 @@ func Open(ctx context.Context, p OpenParams) (Backend, error) {
 		}
 		return NewSQL(p.Platform, p.AgentID), nil
 	}
-	url, err := resolveURL(cfg, p.Env)
+	if name, ok := strings.CutPrefix(cfg.URL, "env:"); !ok || name == "" {
+		return nil, fmt.Errorf("%w: field %q must be an env: reference such as \"env:NAME\"", ErrConfig, "stores.url")
+	}
+	return newLazy(*cfg, p), nil
+}
+
+// openOwn opens and migrates the database of cfg.URL, resolved with p.Env. Its errors are
+// *unavailableError.
+func openOwn(ctx context.Context, cfg agent.StoresConfig, p OpenParams) (*SQL, error) {
+	url, err := resolveURL(cfg, p.Env, p.Hint)
 	if err != nil {
 		return nil, err
 	}
 	db, err := migrations.OpenRaw(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("open the stores database of %s (field %q): %w", cfg.URL, "stores.url", err)
+		return nil, &unavailableError{reason: fmt.Sprintf("open the database of %s (field %q): %v", cfg.URL, "stores.url", err), err: err}
 	}
 	if err := migrateSchema(ctx, db); err != nil {
 		closeDB(db)
-		return nil, fmt.Errorf("migrate the stores database of %s (field %q): %w", cfg.URL, "stores.url", err)
+		return nil, &unavailableError{reason: fmt.Sprintf("migrate the database of %s (field %q): %v", cfg.URL, "stores.url", err), err: err}
 	}
 	s := NewSQL(db, p.AgentID)
 	s.owned = true
@@ -93,27 +112,42 @@ func Open(ctx context.Context, p OpenParams) (Backend, error) {
 }
 
 // resolveURL resolves cfg.URL and checks that it names a database of cfg.Backend's kind.
-func resolveURL(cfg *agent.StoresConfig, env func(string) (string, bool)) (string, error) {
-	name, ok := strings.CutPrefix(cfg.URL, "env:")
-	if !ok || name == "" {
-		return "", fmt.Errorf("%w: field %q must be an env: reference such as \"env:NAME\"", ErrConfig, "stores.url")
-	}
-	var url string
+func resolveURL(cfg agent.StoresConfig, env func(string) (string, bool), hint func(string) string) (string, error) {
+	name, _ := strings.CutPrefix(cfg.URL, "env:")
+	var (
+		url string
+		ok  bool
+	)
 	if env != nil {
 		url, ok = env(name)
 	}
 	if !ok || url == "" {
-		return "", fmt.Errorf("%w: field %q: %s is not set (an agent secret or an environment variable)", ErrConfig, "stores.url", cfg.URL)
+		how := "set it as an agent secret or in the runtime's environment"
+		if hint != nil {
+			how = hint(name)
+		}
+		return "", &unavailableError{reason: fmt.Sprintf("field %q: %s is not set; %s", "stores.url", cfg.URL, how), err: ErrConfig}
 	}
 	isPG := strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 	switch {
 	case cfg.Backend == agent.BackendPostgres && !isPG:
-		return "", fmt.Errorf("%w: field %q: backend postgres needs a postgres:// URL, and %s holds something else", ErrConfig, "stores.url", cfg.URL)
+		return "", &unavailableError{reason: fmt.Sprintf("field %q: backend postgres needs a postgres:// URL, and %s holds something else", "stores.url", cfg.URL), err: ErrConfig}
 	case cfg.Backend == agent.BackendSQLite && (isPG || strings.Contains(url, "://")):
-		return "", fmt.Errorf("%w: field %q: backend sqlite needs sqlite:PATH or a file path, and %s holds a URL", ErrConfig, "stores.url", cfg.URL)
+		return "", &unavailableError{reason: fmt.Sprintf("field %q: backend sqlite needs sqlite:PATH or a file path, and %s holds a URL", "stores.url", cfg.URL), err: ErrConfig}
 	}
 	return url, nil
 }
+
+// unavailableError is why a database of the agent's own did not open. Its text names the field
+// and the env: reference, never the URL. It matches ErrUnavailable and err (ErrConfig, or the
+// error of the database).
+type unavailableError struct {
+	reason string
+	err    error
+}
+
+func (e *unavailableError) Error() string   { return "the stores database is unavailable: " + e.reason }
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
 // migrateSchema applies the platform's store migrations to db, with a version table of their own.
 func migrateSchema(ctx context.Context, db *gorm.DB) error {

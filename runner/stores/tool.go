@@ -73,7 +73,9 @@ func NewTool(r *Records, store, action string) (tools.Tool, error) {
 
 // storeTool is the tool store__<store>__<action>. Its results are the shapes of the contract
 // (docs: CONTRACT §7), as Data and as the same JSON text in Content. Input the model can
-// correct is an error result (IsError) naming the field; a failure of the backend is an error.
+// correct is an error result (IsError) naming the field, and so is a database of the agent's
+// own that is unavailable (ErrUnavailable: its url not set); another failure of the backend is
+// an error.
 type storeTool struct {
 	recs   *Records
 	e      *entity
@@ -170,7 +172,9 @@ type (
 // its trace, on stores with "trace": true.
 func (t *storeTool) Call(ctx context.Context, call tools.Call) (tools.Result, error) {
 	out, err := t.run(ctx, call)
-	if errors.Is(err, ErrInvalid) {
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnavailable) {
+		// The model can correct its input; an unavailable database (a url not set yet) says
+		// why and how to set it, for whoever reads the stream.
 		return tools.Result{Content: err.Error(), IsError: true}, nil
 	}
 	if err != nil {
