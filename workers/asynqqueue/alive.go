@@ -129,9 +129,13 @@ type reaper struct {
 	missing map[string]time.Time // active task ID -> when its liveness key was first seen missing
 }
 
+func newReaper(q *Queue) *reaper {
+	return &reaper{q: q, log: q.log, missing: map[string]time.Time{}}
+}
+
 // reap runs until ctx is done.
 func (q *Queue) reap(ctx context.Context, wg *sync.WaitGroup) {
-	r := &reaper{q: q, log: q.log, missing: map[string]time.Time{}}
+	r := newReaper(q)
 	wg.Go(func() {
 		tick := time.NewTicker(max(q.cfg.Lease/5, 100*time.Millisecond))
 		defer tick.Stop()
