@@ -18,10 +18,20 @@ import (
 //
 // While a task runs, its worker keeps a liveness key, asynq:{queue}:svc-alive:<task id>, holding
 // a token of that run, with a TTL of Config.Lease, refreshed every Lease/5. Every Run also reaps:
-// every Lease/5 it lists the queue's active tasks, and a task whose liveness key has been missing
-// for Lease/2 (longer than the moment between asynq's dequeue and our handler setting the key) is
-// moved back to pending, its lost run counted as a failed attempt with asynq's ErrLeaseExpired as
-// its error, as asynq's own recoverer would do a minute or two later.
+// every Lease/5 it lists the queue's active tasks, and a run of a task whose liveness key has been
+// missing for Lease/2 (longer than the moment between asynq's dequeue and our handler setting the
+// key) is moved back to pending, its lost run counted as a failed attempt with asynq's
+// ErrLeaseExpired as its error, as asynq's own recoverer would do a minute or two later.
+//
+// The Lease/2 is counted per run, not per task ID: a reaper sees a task only at its scans, and
+// between two of them the task may have been requeued (by another Run's reaper, by asynq) and taken
+// by another worker that has not set its key yet. A run is the task's message (each requeue, retry
+// or failure rewrites it) with its lease's expiry in asynq's lease set (each dequeue sets it anew;
+// asynq's heartbeat also moves it while the worker's process lives). When either differs from
+// what the reaper saw when it found the key missing, the count starts again; the requeue script
+// checks both once more. asynq keeps the lease in whole seconds, so two dequeues of one message
+// within a second look like one run; asynq never requeues a message unchanged here (Run waits
+// for its handlers), so that takes a task that ended and was enqueued again under its ID.
 
 // Liveness timing.
 const (
@@ -104,14 +114,27 @@ func (q *Queue) keepAlive(id string, lost context.CancelCauseFunc, log *slog.Log
 	}
 }
 
+// probeRun answers nil when task ARGV[1]'s liveness key KEYS[2] exists or its hash KEYS[1] is
+// gone, else its run: {message, lease expiry in the lease set KEYS[3] or ""}.
+var probeRun = redis.NewScript(`
+if redis.call("EXISTS", KEYS[2]) == 1 then
+	return false
+end
+local msg = redis.call("HGET", KEYS[1], "msg")
+if not msg then
+	return false
+end
+return {msg, redis.call("ZSCORE", KEYS[3], ARGV[1]) or ""}`)
+
 // requeueLost moves an active task back to pending when its liveness key is still missing and it
-// is still the same run (its message unchanged), with its message marking the lost attempt.
+// is still the same run (its message ARGV[2] and lease expiry ARGV[5] unchanged), with its message
+// marking the lost attempt.
 var requeueLost = redis.NewScript(`
 if redis.call("EXISTS", KEYS[5]) == 1 then
 	return 0
 end
 local state, msg = unpack(redis.call("HMGET", KEYS[1], "state", "msg"))
-if state ~= "active" or msg ~= ARGV[2] then
+if state ~= "active" or msg ~= ARGV[2] or (redis.call("ZSCORE", KEYS[3], ARGV[1]) or "") ~= ARGV[5] then
 	return 0
 end
 if redis.call("LREM", KEYS[2], 0, ARGV[1]) == 0 then
@@ -126,12 +149,26 @@ return 1`)
 type reaper struct {
 	q       *Queue
 	log     *slog.Logger
-	missing map[string]time.Time // active task ID -> when its liveness key was first seen missing
+	missing map[string]lostRun // active task ID -> its run whose liveness key was seen missing
+}
+
+// lostRun is a run of a task whose liveness key a reaper found missing.
+type lostRun struct {
+	since time.Time // the scan that first found the key missing in this run
+	msg   string    // the task's message
+	lease string    // its lease's expiry in asynq's lease set, "" when it has none
+}
+
+// same reports whether o is the run r (their since aside).
+func (r lostRun) same(o lostRun) bool { return r.msg == o.msg && r.lease == o.lease }
+
+func newReaper(q *Queue) *reaper {
+	return &reaper{q: q, log: q.log, missing: map[string]lostRun{}}
 }
 
 // reap runs until ctx is done.
 func (q *Queue) reap(ctx context.Context, wg *sync.WaitGroup) {
-	r := &reaper{q: q, log: q.log, missing: map[string]time.Time{}}
+	r := newReaper(q)
 	wg.Go(func() {
 		tick := time.NewTicker(max(q.cfg.Lease/5, 100*time.Millisecond))
 		defer tick.Stop()
@@ -161,23 +198,26 @@ func (r *reaper) scan(ctx context.Context) error {
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		seen[id] = true
-		n, err := r.q.rdb.Exists(ctx, aliveKey(queue, id)).Result()
+		run, missing, err := r.probe(ctx, prefix, id)
 		if err != nil {
-			return fmt.Errorf("check liveness: %w", err)
+			return err
 		}
-		if n == 1 {
+		if !missing {
 			delete(r.missing, id)
 			continue
 		}
-		since, ok := r.missing[id]
-		if !ok {
-			r.missing[id] = now
+		prev, ok := r.missing[id]
+		if !ok || !prev.same(run) {
+			// First seen missing in this run: an earlier run's count must not carry over to
+			// it, whose worker may not have set its key yet.
+			run.since = now
+			r.missing[id] = run
 			continue
 		}
-		if now.Sub(since) < r.q.cfg.Lease/2 {
+		if now.Sub(prev.since) < r.q.cfg.Lease/2 {
 			continue
 		}
-		if err := r.requeue(ctx, prefix, id, now); err != nil {
+		if err := r.requeue(ctx, prefix, id, prev, now); err != nil {
 			return err
 		}
 		delete(r.missing, id)
@@ -190,22 +230,30 @@ func (r *reaper) scan(ctx context.Context) error {
 	return nil
 }
 
-// requeue moves the dead worker's task id back to pending, counting the lost attempt.
-func (r *reaper) requeue(ctx context.Context, prefix, id string, now time.Time) error {
-	taskKey := prefix + "t:" + id
-	old, err := r.q.rdb.HGet(ctx, taskKey, "msg").Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil // finished meanwhile
+// probe reports whether active task id's liveness key is missing and, when it is, the task's run.
+// A task that ended meanwhile is not missing.
+func (r *reaper) probe(ctx context.Context, prefix, id string) (lostRun, bool, error) {
+	keys := []string{prefix + "t:" + id, aliveKey(r.q.cfg.Queue, id), prefix + "lease"}
+	res, err := probeRun.Run(ctx, r.q.rdb, keys, id).StringSlice()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return lostRun{}, false, nil
+	case err != nil:
+		return lostRun{}, false, fmt.Errorf("check liveness of task %s: %w", id, err)
+	case len(res) != 2:
+		return lostRun{}, false, fmt.Errorf("check liveness of task %s: %d values, want 2", id, len(res))
 	}
-	if err != nil {
-		return fmt.Errorf("read task %s: %w", id, err)
-	}
-	msg, attempt, err := markLost(old, asynq.ErrLeaseExpired.Error(), now)
+	return lostRun{msg: res[0], lease: res[1]}, true, nil
+}
+
+// requeue moves run, the dead worker's run of task id, back to pending, counting the lost attempt.
+func (r *reaper) requeue(ctx context.Context, prefix, id string, run lostRun, now time.Time) error {
+	msg, attempt, err := markLost([]byte(run.msg), asynq.ErrLeaseExpired.Error(), now)
 	if err != nil {
 		return fmt.Errorf("task %s: %w", id, err)
 	}
-	keys := []string{taskKey, prefix + "active", prefix + "lease", prefix + "pending", aliveKey(r.q.cfg.Queue, id)}
-	n, err := requeueLost.Run(ctx, r.q.rdb, keys, id, old, msg, strconv.FormatInt(now.UnixNano(), 10)).Int()
+	keys := []string{prefix + "t:" + id, prefix + "active", prefix + "lease", prefix + "pending", aliveKey(r.q.cfg.Queue, id)}
+	n, err := requeueLost.Run(ctx, r.q.rdb, keys, id, run.msg, msg, strconv.FormatInt(now.UnixNano(), 10), run.lease).Int()
 	if err != nil {
 		return fmt.Errorf("requeue task %s of a dead worker: %w", id, err)
 	}

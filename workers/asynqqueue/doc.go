@@ -40,12 +40,13 @@
 //     set before the handler starts and deleted when it returns.
 //   - Every Run reaps: every Lease/5 it lists the queue's active tasks; one whose liveness key has
 //     been missing for Lease/2 (more than the instant between asynq's dequeue and our setting the
-//     key) is moved back to pending by one Lua script, on asynq's Redis layout (task hash, active
-//     list, lease set, pending list), and only if its key is still missing and its message
-//     unchanged. Its message records the lost attempt as asynq's recoverer would: retried + 1 and
-//     asynq.ErrLeaseExpired as the error, so retry counts and the spare retry above work as
-//     before, and a lost last attempt fails with workers.ErrWorkerLost. It is requeued without a
-//     backoff delay: the task did not fail, its worker died.
+//     key) in the same run (the same message and asynq lease: a requeue by another Run, or a new
+//     dequeue, starts the count again) is moved back to pending by one Lua script, on asynq's
+//     Redis layout (task hash, active list, lease set, pending list), and only if its key is still
+//     missing and that run unchanged. Its message records the lost attempt as asynq's recoverer
+//     would: retried + 1 and asynq.ErrLeaseExpired as the error, so retry counts and the spare
+//     retry above work as before, and a lost last attempt fails with workers.ErrWorkerLost. It is
+//     requeued without a backoff delay: the task did not fail, its worker died.
 //   - A worker that cannot refresh its task's key (the key holds another run's token or is gone,
 //     or Redis did not answer for a whole lease) cancels the handler's ctx with ErrWorkerLost: the
 //     task may be running elsewhere. The attempt then ends as a failed, non-final attempt.
