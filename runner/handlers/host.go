@@ -230,10 +230,7 @@ func (h *hostCall) emit(f *emitFrame) {
 
 // record writes a journal entry; a failure stops the execution.
 func (h *hostCall) record(key string, value json.RawMessage) {
-	if h.stopErr != nil || h.j == nil {
-		return
-	}
-	if h.j.Record == nil {
+	if h.stopErr != nil || h.j == nil || h.j.Record == nil {
 		return
 	}
 	if err := h.j.Record(h.ctx, key, value); err != nil {

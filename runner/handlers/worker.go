@@ -50,9 +50,9 @@ var (
 type server struct {
 	w *sandbox.Worker
 
-	progs     map[string]*goja.Program // by digest
-	progOrder []string                 // oldest first
-	progBytes map[string]int
+	progs     map[string]compiled // by digest
+	progOrder []string            // oldest first
+	progBytes int                 // JavaScript bytes of progs
 
 	replies chan message // the reply to the one rpc in flight
 	js      chan message // the JavaScript the call waits for
@@ -66,7 +66,7 @@ type server struct {
 func newServer(w *sandbox.Worker) *server {
 	done := make(chan struct{})
 	close(done)
-	return &server{w: w, progs: map[string]*goja.Program{}, progBytes: map[string]int{},
+	return &server{w: w, progs: map[string]compiled{},
 		replies: make(chan message, 1), js: make(chan message, 1), finished: done}
 }
 
@@ -154,8 +154,8 @@ func (s *server) execute(ctx context.Context, spec *callSpec) *outcome {
 // program returns the compiled program of spec, asking the host for its JavaScript when this
 // worker has not compiled it yet.
 func (s *server) program(spec *callSpec) (*goja.Program, error) {
-	if prg := s.progs[spec.Digest]; prg != nil {
-		return prg, nil
+	if c, ok := s.progs[spec.Digest]; ok {
+		return c.prg, nil
 	}
 	if err := s.send(message{Op: opNeed, Digest: spec.Digest}); err != nil {
 		return nil, err
@@ -165,20 +165,22 @@ func (s *server) program(spec *callSpec) (*goja.Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.progs[spec.Digest], s.progBytes[spec.Digest] = prg, len(m.JS)
+	s.progs[spec.Digest] = compiled{prg, len(m.JS)}
 	s.progOrder = append(s.progOrder, spec.Digest)
-	total := 0
-	for _, n := range s.progBytes {
-		total += n
-	}
-	for len(s.progOrder) > 1 && (len(s.progOrder) > maxPrograms || total > maxProgramBytes) {
+	s.progBytes += len(m.JS)
+	for len(s.progOrder) > 1 && (len(s.progOrder) > maxPrograms || s.progBytes > maxProgramBytes) {
 		old := s.progOrder[0]
 		s.progOrder = s.progOrder[1:]
-		total -= s.progBytes[old]
+		s.progBytes -= s.progs[old].bytes
 		delete(s.progs, old)
-		delete(s.progBytes, old)
 	}
 	return prg, nil
+}
+
+// compiled is a program a worker keeps, with the size of its JavaScript.
+type compiled struct {
+	prg   *goja.Program
+	bytes int
 }
 
 func (s *server) send(m message) error {
