@@ -62,6 +62,7 @@ type Config struct {
 	// again (default 5s): a broken bundle costs one object-store read per interval, not one per
 	// request.
 	RetryAfter time.Duration
+	Now        func() time.Time // the clock RetryAfter counts on (default time.Now)
 	Logger     *slog.Logger
 }
 
@@ -94,6 +95,9 @@ func NewRouter(cfg Config) (*Router, error) {
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -238,13 +242,13 @@ func (r *Router) runtime(ctx context.Context, d registry.Deployment) (Runtime, e
 	if rt, ok := r.runtimes.Get(d.ID); ok {
 		return rt, nil
 	}
-	if f, ok := r.failed[d.ID]; ok && time.Now().Before(f.retry) {
+	if f, ok := r.failed[d.ID]; ok && r.cfg.Now().Before(f.retry) {
 		return nil, f.err
 	}
 	rt, err := r.load(ctx, d)
 	if err != nil {
 		r.cfg.Logger.ErrorContext(ctx, "load runtime", "deploy_id", d.ID, "err", err)
-		r.failed[d.ID] = loadFailure{err: err, retry: time.Now().Add(r.cfg.RetryAfter)}
+		r.failed[d.ID] = loadFailure{err: err, retry: r.cfg.Now().Add(r.cfg.RetryAfter)}
 		r.report(ctx, d.ID, err.Error())
 		return nil, err
 	}

@@ -182,8 +182,11 @@ func TestRouterRecordsFailedLoads(t *testing.T) {
 	var broken atomic.Bool
 	broken.Store(true)
 	var closed atomic.Int32
+	var elapsed atomic.Int64 // the router's clock, moved by the test alone
+	start := time.Now()
 	router, err := runner.NewRouter(runner.Config{
-		Resolver: deps, AppsDomain: "apps.localhost", Reporter: deps, RetryAfter: 50 * time.Millisecond,
+		Resolver: deps, AppsDomain: "apps.localhost", Reporter: deps, RetryAfter: time.Minute,
+		Now: func() time.Time { return start.Add(time.Duration(elapsed.Load())) },
 		LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) {
 			loads.Add(1)
 			if broken.Load() {
@@ -225,7 +228,11 @@ func TestRouterRecordsFailedLoads(t *testing.T) {
 		t.Errorf("recorded runtime error = %q", msg)
 	}
 	broken.Store(false)
-	time.Sleep(60 * time.Millisecond)
+	elapsed.Store(int64(59 * time.Second))
+	if code := get(); code != 503 {
+		t.Fatalf("GET before RetryAfter elapsed = %d, want the remembered 503", code)
+	}
+	elapsed.Store(int64(time.Minute))
 	if code := get(); code != 200 {
 		t.Fatalf("GET after the bundle was mended = %d, want 200", code)
 	}
