@@ -2,23 +2,26 @@
 package svc_test
 
 import (
+	"fmt"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// dependsOn is the "depends on" column of DESIGN.md's layout table: the project folders that the
-// code of each folder may import (besides its own sub-packages). "runner/..." is the row of
-// runner's sub-packages. cmd depends on everything and is not checked. errcode and client are not
-// in the table; they are leaves and depend on nothing. No golangci-lint is available on the
+// dependsOn is the "depends on" column of the README's layout table (DESIGN.md's, with a row for
+// each package under runner/): the project folders that the code of each folder may import
+// (besides its own sub-packages). Under runner/ each first-level package has its own row, named
+// "runner/<name>", and its sub-packages share it; an import of another runner package must be in
+// the row. cmd depends on everything and is not checked. No golangci-lint is available on the
 // machines, so this test is the depguard. Tests may wire real neighbours together and are not
-// checked.
+// checked. TestLayoutTableMatchesRules keeps the README's table equal to this map, row for row.
 var dependsOn = map[string][]string{
 	"agent":      {},
 	"bundle":     {"agent"},
@@ -29,8 +32,6 @@ var dependsOn = map[string][]string{
 	"builder":    {"agent", "bundle", "registry"},
 	"registry":   {},
 	"workers":    {"builder", "registry"},
-	"runner":     {"agent", "bundle"},
-	"runner/...": {"agent"},
 	"migrations": {},
 	"errcode":    {},
 	"client":     {},
@@ -38,6 +39,25 @@ var dependsOn = map[string][]string{
 	"evals":      {"agent"},
 	"faults":     {},
 	"traces":     {},
+	"runner":     {"agent", "bundle", "runner/runtime"},
+	// runner/: from the bottom of the import graph up.
+	"runner/sse":         {},
+	"runner/sandbox":     {},
+	"runner/approvals":   {},
+	"runner/attachments": {},
+	"runner/durable":     {},
+	"runner/models":      {"runner/sse"},
+	"runner/events":      {"runner/sse"},
+	"runner/tools":       {"agent", "runner/models", "runner/sse"},
+	"runner/loop":        {"agent", "runner/models", "runner/sse", "runner/tools"},
+	"runner/connections": {"agent", "runner/models", "runner/tools"},
+	"runner/stores":      {"agent", "runner/models", "runner/tools"},
+	"runner/handlers":    {"agent", "runner/durable", "runner/models", "runner/sandbox", "runner/sse", "runner/tools"},
+	"runner/sessions":    {"runner/loop", "runner/models"},
+	"runner/turn":        {"agent", "runner/approvals", "runner/loop", "runner/models", "runner/sessions", "runner/sse", "runner/tools"},
+	"runner/runtime": {"agent", "runner/approvals", "runner/attachments", "runner/connections", "runner/durable",
+		"runner/events", "runner/handlers", "runner/loop", "runner/models", "runner/sandbox", "runner/sessions",
+		"runner/sse", "runner/stores", "runner/tools", "runner/turn"},
 }
 
 // beyondDesign lists, with the reason, each import the code has that the column does not show.
@@ -58,7 +78,8 @@ var beyondDesign = map[string]map[string]string{
 		"builder": "a redeploy resolves the branch head (builder.BranchHead) and a push's branch filter reads the pushed svc.json (builder.FetchCommit), with the agent's git credentials (builder.Credentials)",
 	},
 	"evals": {
-		"runner": "the judge is a runner/models.Provider and a transcript is the runtime's runner/sse frames",
+		"runner/models": "the judge is a runner/models.Provider",
+		"runner/sse":    "a transcript is the runtime's runner/sse frames",
 	},
 	"registry": {
 		"auth":       "record ids come from auth.NewID",
@@ -69,15 +90,29 @@ var beyondDesign = map[string]map[string]string{
 		"migrations": "dbqueue's claim differs by dialect",
 	},
 	"runner": {
-		"errcode":  "the router writes the one error catalog",
-		"registry": "the router resolves a host to a registry.Deployment and reports runtimes on it",
+		"errcode":       "the router writes the one error catalog",
+		"registry":      "the router resolves a host to a registry.Deployment and reports runtimes on it",
+		"runner/stores": "a bad stores entry of svc.json is the agent's error, not the platform's (stores.ErrConfig)",
 	},
-	"runner/...": {
-		"faults":     "the fault points of the fault harness (SVC_FAULT, testing only)",
-		"auth":       "the runtime verifies runtime tokens; tools and approvals mint ids",
-		"registry":   "attachments are kept in the object store (runner/sessions/objblobs); the runtime keeps feedback as registry.Feedback",
-		"errcode":    "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",
-		"migrations": "the stores of an agent's own database get their tables from the same versioned SQL (runner/stores), which differs by dialect",
+	"runner/tools": {
+		"auth": "tool call ids are auth.NewID",
+	},
+	"runner/stores": {
+		"migrations": "the stores of an agent's own database get their tables from the same versioned SQL, which differs by dialect",
+	},
+	"runner/sessions": {
+		"auth":       "session ids are auth.NewID",
+		"migrations": "dbstore's SQL differs by dialect",
+		"registry":   "attachments are kept in the object store (objblobs)",
+	},
+	"runner/turn": {
+		"auth":   "message and turn ids are auth.NewID",
+		"faults": "the fault points of the fault harness (SVC_FAULT, testing only)",
+	},
+	"runner/runtime": {
+		"auth":     "the runtime verifies runtime tokens",
+		"errcode":  "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",
+		"registry": "the runtime keeps feedback as registry.Feedback",
 	},
 }
 
@@ -88,19 +123,60 @@ var noDatabase = []string{"api", "deploy", "webhook"}
 // ruleOf is the dependsOn key of the file at path (slash-separated, from the repository root),
 // or "" for a file at the root.
 func ruleOf(path string) string {
-	parts := strings.Split(path, "/")
-	switch {
-	case len(parts) == 1:
-		return ""
-	case parts[0] == "runner" && len(parts) > 2:
-		return "runner/..."
+	return folderOf(path[:max(strings.LastIndex(path, "/"), 0)])
+}
+
+// folderOf is the dependsOn key of a package directory (slash-separated, from the repository
+// root): its top folder, or runner/<name> under runner.
+func folderOf(dir string) string {
+	parts := strings.Split(dir, "/")
+	if parts[0] == "runner" && len(parts) > 1 {
+		return "runner/" + parts[1]
 	}
 	return parts[0]
+}
+
+// allowed reports whether code under rule may import the project folder dep (a dependsOn key):
+// its own, a sub-package's or one in its row or in beyondDesign.
+func allowed(rule, dep string) bool {
+	_, extra := beyondDesign[rule][dep]
+	return dep == rule || slices.Contains(dependsOn[rule], dep) || extra
 }
 
 // noHTTP lists the folders below the runtime's routes: a turn, the loop, the session stores and
 // the tools, stores and approvals know nothing of HTTP requests (models and connections make their own calls).
 var noHTTP = []string{"runner/turn", "runner/loop", "runner/sessions", "runner/tools", "runner/stores", "runner/approvals", "runner/handlers", "runner/sandbox"}
+
+// importProblems says what is wrong with one import p of the file at path (slash-separated, from
+// the repository root), and records in used the project folder it reaches.
+func importProblems(path, p string, used map[string]map[string]bool) []string {
+	rule := ruleOf(path)
+	var problems []string
+	for _, dir := range noHTTP {
+		if strings.HasPrefix(path, dir+"/") && (p == "net/http" || p == "svc/runner/runtime") {
+			problems = append(problems, fmt.Sprintf("%s imports %s: %s knows nothing of HTTP requests", path, p, dir))
+		}
+	}
+	if slices.Contains(noDatabase, rule) && strings.HasPrefix(p, "gorm.io/") {
+		problems = append(problems, fmt.Sprintf("%s imports %s: %s reaches the database through registry's stores only", path, p, rule))
+	}
+	dir, ok := strings.CutPrefix(p, "svc/")
+	if !ok {
+		return problems
+	}
+	dep := folderOf(dir)
+	if dep == rule {
+		return problems
+	}
+	if used[rule] == nil {
+		used[rule] = map[string]bool{}
+	}
+	used[rule][dep] = true
+	if !allowed(rule, dep) {
+		problems = append(problems, fmt.Sprintf("%s imports %s: %s must not depend on %s (the README's layout table)", path, p, rule, dep))
+	}
+	return problems
+}
 
 func TestImportBoundaries(t *testing.T) {
 	fset := token.NewFileSet()
@@ -119,40 +195,17 @@ func TestImportBoundaries(t *testing.T) {
 		if rule == "" || rule == "cmd" {
 			return nil
 		}
-		allowed, ok := dependsOn[rule]
-		if !ok {
-			t.Errorf("%s: folder %s is not in dependsOn: add its row of DESIGN.md's layout table", path, rule)
+		if _, ok := dependsOn[rule]; !ok {
+			t.Errorf("%s: folder %s is not in dependsOn: add its row to the README's layout table and to dependsOn", path, rule)
 			return nil
 		}
-		top := strings.Split(rule, "/")[0]
 		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
 		}
 		for _, imp := range f.Imports {
-			p := strings.Trim(imp.Path.Value, `"`)
-			for _, dir := range noHTTP {
-				if strings.HasPrefix(path, dir+"/") && (p == "net/http" || p == "svc/runner/runtime") {
-					t.Errorf("%s imports %s: %s knows nothing of HTTP requests", path, p, dir)
-				}
-			}
-			if slices.Contains(noDatabase, rule) && strings.HasPrefix(p, "gorm.io/") {
-				t.Errorf("%s imports %s: %s reaches the database through registry's stores only", path, p, rule)
-			}
-			dep, ok := strings.CutPrefix(p, "svc/")
-			if !ok {
-				continue
-			}
-			dep = strings.Split(dep, "/")[0]
-			if dep == top {
-				continue
-			}
-			if used[rule] == nil {
-				used[rule] = map[string]bool{}
-			}
-			used[rule][dep] = true
-			if _, extra := beyondDesign[rule][dep]; !slices.Contains(allowed, dep) && !extra {
-				t.Errorf("%s imports %s: %s must not depend on %s (DESIGN.md)", path, p, rule, dep)
+			for _, problem := range importProblems(path, strings.Trim(imp.Path.Value, `"`), used) {
+				t.Error(problem)
 			}
 		}
 		return nil
@@ -168,6 +221,98 @@ func TestImportBoundaries(t *testing.T) {
 			if !used[rule][dep] {
 				t.Errorf("%s no longer imports %s: remove beyondDesign[%q][%q]", rule, dep, rule, dep)
 			}
+		}
+	}
+}
+
+// TestImportRules checks the rule table itself: under runner/ every package's row forbids
+// something, a forbidden import is reported for each package (runner/loop may not import
+// runner/turn, for one), and the rows allow no cycle.
+func TestImportRules(t *testing.T) {
+	folders := slices.Sorted(maps.Keys(dependsOn))
+	for _, rule := range folders {
+		if rule != "runner" && !strings.HasPrefix(rule, "runner/") {
+			continue
+		}
+		forbidden := 0
+		for _, dep := range folders {
+			if allowed(rule, dep) {
+				continue
+			}
+			forbidden++
+			if problems := importProblems(rule+"/x.go", "svc/"+dep, map[string]map[string]bool{}); len(problems) == 0 {
+				t.Errorf("%s importing %s is not reported, though its row forbids it", rule, dep)
+			}
+		}
+		if forbidden == 0 {
+			t.Errorf("the row of %s allows every folder", rule)
+		}
+	}
+	if problems := importProblems("runner/loop/loop.go", "svc/runner/turn", map[string]map[string]bool{}); len(problems) != 1 {
+		t.Errorf("runner/loop importing runner/turn: %q, want one problem", problems)
+	}
+	if problems := importProblems("runner/sessions/live/cache.go", "svc/runner/sessions", map[string]map[string]bool{}); len(problems) != 0 {
+		t.Errorf("a sub-package importing its own runner package: %q, want none", problems)
+	}
+	// No cycles: a depth-first walk over the rows and their beyondDesign entries.
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := map[string]int{}
+	var visit func(rule string, path []string)
+	visit = func(rule string, path []string) {
+		switch state[rule] {
+		case open:
+			t.Errorf("the rules allow a cycle: %s", strings.Join(append(path, rule), " → "))
+			return
+		case done:
+			return
+		}
+		state[rule] = open
+		deps := slices.Concat(dependsOn[rule], slices.Collect(maps.Keys(beyondDesign[rule])))
+		slices.Sort(deps)
+		for _, dep := range deps {
+			visit(dep, append(path, rule))
+		}
+		state[rule] = done
+	}
+	for _, rule := range folders {
+		visit(rule, nil)
+	}
+}
+
+// TestLayoutTableMatchesRules: the README's layout table says what arch_test enforces, row for
+// row: each folder's "depends on" cell lists its dependsOn row, then its beyondDesign entries in
+// parentheses ("—" for none).
+func TestLayoutTableMatchesRules(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z/]+)` \\|.*\\| ([^|]*) \\|$")
+	seen := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		folder, cell := m[1], strings.TrimSpace(m[2])
+		if _, ok := dependsOn[folder]; !ok {
+			continue // examples, testdata, docs, cmd/svc: not checked
+		}
+		seen[folder] = true
+		want := "—"
+		if deps := dependsOn[folder]; len(deps) > 0 {
+			want = strings.Join(slices.Sorted(slices.Values(deps)), ", ")
+		}
+		if extra := slices.Sorted(maps.Keys(beyondDesign[folder])); len(extra) > 0 {
+			want += " (" + strings.Join(extra, ", ") + ")"
+		}
+		if cell != want {
+			t.Errorf("README layout row %s says it depends on %q; arch_test.go allows %q", folder, cell, want)
+		}
+	}
+	for _, folder := range slices.Sorted(maps.Keys(dependsOn)) {
+		if !seen[folder] {
+			t.Errorf("the README's layout table has no row for %s", folder)
 		}
 	}
 }
