@@ -25,15 +25,26 @@ import (
 	"svc/registry/s3objects/s3test"
 )
 
+// freeAddr returns a loopback address with a port free now, for a child process to listen on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		// A child that binds its address late (a worker is not waited for) must not find it
+		// handed to a second child meanwhile: each address is handed out once per test binary.
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
+
+// handedOut holds every address freeAddr returned.
+var handedOut sync.Map
 
 // scaleOutFlags gives the roles of a scale-out test their services: a fresh Postgres database,
 // Redis database db of its own (emptied first) and the test S3 server; it returns the flags every
