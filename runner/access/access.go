@@ -63,6 +63,7 @@ var (
 // ExpiredError is a genuine token past its expiry. It matches ErrTokenExpired and ErrUnauthenticated.
 type ExpiredError struct{ At time.Time }
 
+// Error implements error.
 func (e *ExpiredError) Error() string {
 	return "access: token expired at " + e.At.UTC().Format(time.RFC3339)
 }
@@ -76,6 +77,7 @@ type ScopeError struct {
 	UserID    string // the caller's user id, the one scope it may name besides the agent's
 }
 
+// Error implements error.
 func (e *ScopeError) Error() string {
 	return fmt.Sprintf("access: scope_id %q is forbidden: a signed-in user without a scope claim may send no scope_id or its own user id %q", e.Requested, e.UserID)
 }
@@ -89,6 +91,7 @@ type ReturnToError struct {
 	Reason string // what is wrong with it
 }
 
+// Error implements error.
 func (e *ReturnToError) Error() string {
 	return fmt.Sprintf("access: return_to %q: %s", e.Value, e.Reason)
 }
@@ -106,6 +109,7 @@ type ProviderError struct {
 	Unreachable bool
 }
 
+// Error implements error.
 func (e *ProviderError) Error() string {
 	if e.Code == "" {
 		return "access: identity provider: " + e.Description

@@ -74,6 +74,7 @@ func (s BrowserSession) check(agentID string, now time.Time) error {
 // noSessionError is a cookie that names no usable session.
 type noSessionError struct{ reason string }
 
+// Error implements error.
 func (e *noSessionError) Error() string { return "access: no usable browser session: " + e.reason }
 
 // Unwrap returns ErrNoSession and ErrUnauthenticated.

@@ -63,6 +63,7 @@ type FieldError struct {
 	Message string
 }
 
+// Error implements error.
 func (e *FieldError) Error() string { return e.Field + " " + e.Message }
 
 // ParseSettings decodes access settings strictly (an unknown field is an error naming it), fills
