@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,8 +25,8 @@ const StateTTL = 10 * time.Minute
 // CallbackPath is the path of the redirect URI on the agent's host.
 const CallbackPath = "/auth/callback"
 
-// Scopes are the OAuth scopes the sign-in asks for.
-var Scopes = []string{oidc.ScopeOpenID, "email", "profile"}
+// scopes are the OAuth scopes the sign-in asks for (never changed: no mutable package state).
+var scopes = []string{oidc.ScopeOpenID, "email", "profile"}
 
 // SignIn runs the hosted browser sign-in (the authorization-code flow with PKCE S256, state and
 // nonce) against the agent's OpenID provider. Its state travels in a cookie sealed with AES-GCM
@@ -201,7 +202,7 @@ func oauthConfig(s *Settings, p *provider, origin, secret string) *oauth2.Config
 		ClientSecret: secret,
 		Endpoint:     p.oidc.Endpoint(),
 		RedirectURL:  origin + CallbackPath,
-		Scopes:       Scopes,
+		Scopes:       slices.Clone(scopes),
 	}
 }
 
