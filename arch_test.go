@@ -46,6 +46,7 @@ var dependsOn = map[string][]string{
 	"runner/approvals":   {},
 	"runner/attachments": {},
 	"runner/durable":     {},
+	"runner/access":      {},
 	"runner/models":      {"runner/sse"},
 	"runner/events":      {"runner/sse"},
 	"runner/tools":       {"agent", "runner/models", "runner/sse"},
