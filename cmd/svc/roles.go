@@ -70,7 +70,7 @@ func appsDomainFor(cfg Config, addr net.Addr) string {
 
 // newRouter is the agent router of a platform: bundles from the object store, runtimes with the
 // database session store and runtime-token verification; and the engine of their durable runs,
-// started with the router as its loader of deployments, shut down by p.close.
+// started with the router as its loader of deployments. stopRouter stops both.
 func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engine, error) {
 	// Runtime tokens of revoked minters are refused from the first request on.
 	if err := p.revocations.Refresh(ctx); err != nil {
@@ -177,13 +177,19 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	}); err != nil {
 		return nil, nil, err
 	}
-	p.closers = append(p.closers, func() error {
-		// Runs still executing past the grace are interrupted and resume at their leases' wake-ups.
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		defer cancel()
-		return runs.Shutdown(ctx)
-	})
 	return router, runs, nil
+}
+
+// stopRouter shuts the durable engine down, then closes the router's runtimes. The executions
+// in flight get shutdownGrace; those still running then are interrupted, and their runs resume
+// from their journals at their leases' wake-ups. A second call does nothing more.
+func (p *platform) stopRouter(router *runner.Router, runs *engine.Engine) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := runs.Shutdown(ctx); err != nil {
+		p.log.Warn("stop the durable runs", "err", err)
+	}
+	router.Close()
 }
 
 // envOf resolves env: references of an agent: its secrets first, then the process environment.
@@ -267,7 +273,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	defer router.Close()
+	defer p.stopRouter(router, runs)
 	appsDomain := appsDomainFor(cfg, ln.Addr())
 	// Webhooks and builds share this process: a pushed commit reaches its build in memory
 	// (svc api stores it in the object store for the workers instead).
@@ -283,7 +289,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	}
 	return runGroup(ctx,
 		func(ctx context.Context) error {
-			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { router.Close() })
+			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { p.stopRouter(router, runs) })
 		},
 		func(ctx context.Context) error { return p.runQueue(ctx, commits, runs) },
 		p.revocations.Run,
@@ -323,7 +329,7 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 	if err != nil {
 		return err
 	}
-	defer router.Close()
+	defer p.stopRouter(router, runs)
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
 	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, runs) }, p.revocations.Run}
 	if cfg.MetricsAddr != "" {
@@ -356,11 +362,11 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		return err
 	}
 	defer p.close()
-	router, _, err := p.newRouter(ctx)
+	router, runs, err := p.newRouter(ctx)
 	if err != nil {
 		return err
 	}
-	defer router.Close()
+	defer p.stopRouter(router, runs)
 	metrics := api.MetricsHandler(p.metrics, cfg.MetricsToken)
 	health := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
@@ -378,7 +384,7 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		func(ctx context.Context) error {
 			return serve(ctx, cfg.Addr, hostSplit(router, health), func(addr net.Addr) {
 				fmt.Fprintf(cmd.OutOrStdout(), "svc %s runner on http://%s (agents at http://<slug>.%s)\n", version, addr, cfg.AppsDomain)
-			}, func(context.Context) { router.Close() })
+			}, func(context.Context) { p.stopRouter(router, runs) })
 		},
 		p.revocations.Run,
 	)

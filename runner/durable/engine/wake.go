@@ -14,8 +14,15 @@ import (
 // Wake does what is due for the run id of agentID (a Wakeup): ends its sleep, applies its
 // pause's timeout, or resumes it when its executor died; it does nothing for a run that ended or
 // does not exist, and schedules itself again when woken early. A resume executes before Wake
-// returns. An error is worth retrying (the store failed).
+// returns. An error is worth retrying: the store failed, or the engine is shut down (ErrShutdown;
+// the run is left as it was, for another process's engine).
 func (e *Engine) Wake(ctx context.Context, agentID, id string) error {
+	e.mu.Lock()
+	down := e.state == stateShutdown
+	e.mu.Unlock()
+	if down {
+		return ErrShutdown
+	}
 	run, err := e.runs.Get(ctx, agentID, id)
 	if errors.Is(err, durable.ErrNotFound) {
 		return nil
@@ -174,7 +181,7 @@ func (e *Engine) schedule(ctx context.Context, run durable.Run, at time.Time) {
 		key = run.ID + " lease" // one per run: a new execution's replaces the last one's
 	}
 	e.timers.after(key, at.Sub(e.now()), func() {
-		if err := e.Wake(context.Background(), w.AgentID, w.RunID); err != nil {
+		if err := e.Wake(context.Background(), w.AgentID, w.RunID); err != nil && !errors.Is(err, ErrShutdown) {
 			e.log.Error("wake a durable run", "run", w.RunID, "err", err)
 		}
 	})
