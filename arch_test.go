@@ -18,7 +18,7 @@ import (
 // dependsOn is the "depends on" column of the README's layout table (DESIGN.md's, with a row for
 // each package under runner/): the project folders that the code of each folder may import
 // (besides its own sub-packages). Under runner/ each first-level package has its own row, named
-// "runner/<name>", and its sub-packages share it; an import of another runner package must be in
+// "runner/<name>", and its sub-packages share it unless they have a row of their own; an import of another runner package must be in
 // the row. cmd depends on everything and is not checked. No golangci-lint is available on the
 // machines, so this test is the depguard. Tests may wire real neighbours together and are not
 // checked. TestLayoutTableMatchesRules keeps the README's table equal to this map, row for row.
@@ -41,23 +41,24 @@ var dependsOn = map[string][]string{
 	"traces":     {},
 	"runner":     {"agent", "bundle", "runner/runtime"},
 	// runner/: from the bottom of the import graph up.
-	"runner/sse":         {},
-	"runner/sandbox":     {},
-	"runner/approvals":   {},
-	"runner/attachments": {},
-	"runner/durable":     {},
-	"runner/access":      {},
-	"runner/models":      {"runner/sse"},
-	"runner/events":      {"runner/sse"},
-	"runner/tools":       {"agent", "runner/models", "runner/sse"},
-	"runner/loop":        {"agent", "runner/models", "runner/sse", "runner/tools"},
-	"runner/connections": {"agent", "runner/models", "runner/tools"},
-	"runner/stores":      {"agent", "runner/models", "runner/tools"},
-	"runner/handlers":    {"agent", "runner/durable", "runner/models", "runner/sandbox", "runner/sse", "runner/tools"},
-	"runner/sessions":    {"runner/loop", "runner/models"},
-	"runner/turn":        {"agent", "runner/approvals", "runner/loop", "runner/models", "runner/sessions", "runner/sse", "runner/tools"},
+	"runner/sse":            {},
+	"runner/sandbox":        {},
+	"runner/approvals":      {},
+	"runner/attachments":    {},
+	"runner/durable":        {},
+	"runner/durable/engine": {"runner/durable", "runner/handlers", "runner/models", "runner/sse", "runner/tools"},
+	"runner/access":         {},
+	"runner/models":         {"runner/sse"},
+	"runner/events":         {"runner/sse"},
+	"runner/tools":          {"agent", "runner/models", "runner/sse"},
+	"runner/loop":           {"agent", "runner/models", "runner/sse", "runner/tools"},
+	"runner/connections":    {"agent", "runner/models", "runner/tools"},
+	"runner/stores":         {"agent", "runner/models", "runner/tools"},
+	"runner/handlers":       {"agent", "runner/durable", "runner/models", "runner/sandbox", "runner/sse", "runner/tools"},
+	"runner/sessions":       {"runner/loop", "runner/models"},
+	"runner/turn":           {"agent", "runner/approvals", "runner/loop", "runner/models", "runner/sessions", "runner/sse", "runner/tools"},
 	"runner/runtime": {"agent", "runner/approvals", "runner/attachments", "runner/connections", "runner/durable",
-		"runner/events", "runner/handlers", "runner/loop", "runner/models", "runner/sandbox", "runner/sessions",
+		"runner/durable/engine", "runner/events", "runner/handlers", "runner/loop", "runner/models", "runner/sandbox", "runner/sessions",
 		"runner/sse", "runner/stores", "runner/tools", "runner/turn"},
 }
 
@@ -110,6 +111,9 @@ var beyondDesign = map[string]map[string]string{
 		"auth":   "message and turn ids are auth.NewID",
 		"faults": "the fault points of the fault harness (SVC_FAULT, testing only)",
 	},
+	"runner/durable/engine": {
+		"auth": "run ids are auth.NewID",
+	},
 	"runner/runtime": {
 		"auth":     "the runtime verifies runtime tokens",
 		"errcode":  "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",
@@ -128,13 +132,19 @@ func ruleOf(path string) string {
 }
 
 // folderOf is the dependsOn key of a package directory (slash-separated, from the repository
-// root): its top folder, or runner/<name> under runner.
+// root): its top folder, or under runner the longest row that holds it (runner/<name>, or a
+// deeper package with a row of its own, such as runner/durable/engine).
 func folderOf(dir string) string {
 	parts := strings.Split(dir, "/")
-	if parts[0] == "runner" && len(parts) > 1 {
-		return "runner/" + parts[1]
+	if parts[0] != "runner" || len(parts) == 1 {
+		return parts[0]
 	}
-	return parts[0]
+	for n := len(parts); n > 2; n-- {
+		if key := strings.Join(parts[:n], "/"); dependsOn[key] != nil {
+			return key
+		}
+	}
+	return "runner/" + parts[1]
 }
 
 // allowed reports whether code under rule may import the project folder dep (a dependsOn key):
@@ -146,7 +156,7 @@ func allowed(rule, dep string) bool {
 
 // noHTTP lists the folders below the runtime's routes: a turn, the loop, the session stores and
 // the tools, stores and approvals know nothing of HTTP requests (models and connections make their own calls).
-var noHTTP = []string{"runner/turn", "runner/loop", "runner/sessions", "runner/tools", "runner/stores", "runner/approvals", "runner/handlers", "runner/sandbox"}
+var noHTTP = []string{"runner/turn", "runner/loop", "runner/sessions", "runner/tools", "runner/stores", "runner/approvals", "runner/handlers", "runner/sandbox", "runner/durable"}
 
 // importProblems says what is wrong with one import p of the file at path (slash-separated, from
 // the repository root), and records in used the project folder it reaches.

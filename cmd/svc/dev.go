@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"svc/runner/durable/engine"
 	"svc/runner/runtime"
 	"svc/runner/sandbox"
 )
@@ -98,11 +99,21 @@ func devCommand() *cobra.Command {
 			_ = shutdown(sctx) // spans not flushed in 5 s are lost; the process is ending
 		}()
 		o.Tracer = tracer
+		// Durable runs live in memory, woken by timers of this process: they end with it.
+		runs := engine.New(engine.Config{HandlerTimeout: o.HandlerTimeout, Logger: log})
+		if err := runs.Start(nil); err != nil {
+			return err
+		}
+		o.Durable = runs
 		rt, ag, err := runtime.NewDev(o)
 		if err != nil {
 			return err
 		}
 		closeRuntime := func(ctx context.Context) {
+			// The engine first: its timers would otherwise wake runs on the closing runtime.
+			if err := runs.Shutdown(ctx); err != nil {
+				log.Warn("svc dev: stop the durable runs", "err", err)
+			}
 			if err := rt.Close(ctx); err != nil {
 				log.Warn("svc dev: close the runtime", "err", err)
 			}

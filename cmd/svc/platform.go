@@ -23,8 +23,7 @@ import (
 	"svc/registry"
 	"svc/registry/fsobjects"
 	"svc/registry/s3objects"
-	"svc/runner"
-	"svc/runner/runtime"
+	"svc/runner/durable/engine"
 	"svc/runner/sandbox"
 	"svc/webhook"
 	"svc/workers"
@@ -257,16 +256,14 @@ func (p *platform) bootstrap(ctx context.Context) (string, error) {
 }
 
 // buildMux is the queue's task routing: builds, evals, and the wake-ups of durable runs, which
-// run on the runtimes of router. commits, when not nil, is the cache this process's Deployer
-// fills (svc up).
-func (p *platform) buildMux(commits *workers.CommitCache, router *runner.Router) *workers.ServeMux {
+// runs takes. commits, when not nil, is the cache this process's Deployer fills (svc up).
+func (p *platform) buildMux(commits *workers.CommitCache, runs *engine.Engine) *workers.ServeMux {
 	mux := workers.NewServeMux()
 	mux.Handle(workers.TaskDurableWake, &workers.WakeHandler{Wake: func(ctx context.Context, w workers.Wakeup) error {
-		rt, err := router.Deployment(ctx, w.DeployID)
-		if err != nil {
-			return fmt.Errorf("wake durable run %s: deployment %s: %w", w.RunID, w.DeployID, err)
+		if err := runs.Wake(ctx, w.AgentID, w.RunID); err != nil {
+			return fmt.Errorf("wake durable run %s: %w", w.RunID, err)
 		}
-		return rt.(*runtime.Runtime).Wake(ctx, w.RunID)
+		return nil
 	}})
 	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
 		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Sources: workers.NewRegistrySources(p.stores),

@@ -20,6 +20,7 @@ import (
 	"svc/runner"
 	"svc/runner/approvals"
 	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/events"
 	"svc/runner/runtime"
 	"svc/runner/sessions"
@@ -68,11 +69,12 @@ func appsDomainFor(cfg Config, addr net.Addr) string {
 }
 
 // newRouter is the agent router of a platform: bundles from the object store, runtimes with the
-// database session store and runtime-token verification.
-func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
+// database session store and runtime-token verification; and the engine of their durable runs,
+// started with the router as its loader of deployments. stopRouter stops both.
+func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engine, error) {
 	// Runtime tokens of revoked minters are refused from the first request on.
 	if err := p.revocations.Refresh(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var defaultModel agent.ModelRef
 	if provider, model, ok := strings.Cut(p.cfg.DefaultModel, "/"); ok {
@@ -89,7 +91,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	if p.cfg.RedisURL != "" {
 		opt, err := redis.ParseURL(p.cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("setting REDIS_URL: %w", err)
+			return nil, nil, fmt.Errorf("setting REDIS_URL: %w", err)
 		}
 		rdb = redis.NewClient(opt)
 		p.closers = append(p.closers, rdb.Close)
@@ -105,12 +107,12 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	}
 	hub, err := approvals.NewHub(ctx, hubCfg)
 	if err != nil {
-		return nil, fmt.Errorf("approvals: %w", err)
+		return nil, nil, fmt.Errorf("approvals: %w", err)
 	}
 	p.closers = append(p.closers, hub.Close)
 	metrics, err := runtime.NewMetrics(p.metrics)
 	if err != nil {
-		return nil, fmt.Errorf("runtime metrics: %w", err)
+		return nil, nil, fmt.Errorf("runtime metrics: %w", err)
 	}
 	httpClient := &http.Client{Timeout: 10 * time.Minute}
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
@@ -121,26 +123,20 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 	}
 	bus, err := events.New(ctx, shared, p.log)
 	if err != nil {
-		return nil, fmt.Errorf("events: %w", err)
+		return nil, nil, fmt.Errorf("events: %w", err)
 	}
 	p.closers = append(p.closers, bus.Close)
-	runs := durable.NewDB(p.db)
-	if err := runtime.ParkedRuns(p.metrics, runs.CountByStatus); err != nil {
-		return nil, fmt.Errorf("durable metrics: %w", err)
+	journals := durable.NewDB(p.db)
+	if err := runtime.ParkedRuns(p.metrics, journals.CountByStatus); err != nil {
+		return nil, nil, fmt.Errorf("durable metrics: %w", err)
 	}
-	var router *runner.Router
-	// A durable run resumes on the deployment that started it.
-	elsewhere := func(ctx context.Context, deployID string) (*runtime.Runtime, error) {
-		rt, err := router.Deployment(ctx, deployID)
-		if err != nil {
-			return nil, err
-		}
-		return rt.(*runtime.Runtime), nil
-	}
-	schedule := func(ctx context.Context, w runtime.Wakeup) error {
-		return workers.EnqueueWakeup(ctx, p.queue, workers.Wakeup{AgentID: w.AgentID, DeployID: w.DeployID, RunID: w.RunID, At: w.At})
-	}
-	router, err = runner.NewRouter(runner.Config{
+	// One engine runs the durable runs of every runtime of the process; their wake-ups are queue
+	// tasks, which any worker's engine takes (buildMux).
+	runs := engine.New(engine.Config{Store: journals, Events: bus, Metrics: metrics, HandlerTimeout: p.cfg.HandlerTimeout, Logger: p.log,
+		Schedule: func(ctx context.Context, w engine.Wakeup) error {
+			return workers.EnqueueWakeup(ctx, p.queue, workers.Wakeup{AgentID: w.AgentID, DeployID: w.DeployID, RunID: w.RunID, At: w.At})
+		}})
+	router, err := runner.NewRouter(runner.Config{
 		Resolver: p.deploys, Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: p.loadAgent,
 		NewRuntime: func(ctx context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
@@ -157,7 +153,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
-				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Schedule: schedule, Elsewhere: elsewhere, Events: bus,
+				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Events: bus,
 				Feedback: p.stores.Feedback,
 				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:   runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env, SecretHint: hint,
@@ -171,7 +167,29 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, error) {
 			return rt, nil
 		},
 	})
-	return router, err
+	if err != nil {
+		return nil, nil, err
+	}
+	// A run resumes on the deployment that started it: loading it attaches its runtime.
+	if err := runs.Start(func(ctx context.Context, deployID string) error {
+		_, err := router.Deployment(ctx, deployID)
+		return err
+	}); err != nil {
+		return nil, nil, err
+	}
+	return router, runs, nil
+}
+
+// stopRouter shuts the durable engine down, then closes the router's runtimes. The executions
+// in flight get shutdownGrace; those still running then are interrupted, and their runs resume
+// from their journals at their leases' wake-ups. A second call does nothing more.
+func (p *platform) stopRouter(router *runner.Router, runs *engine.Engine) {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := runs.Shutdown(ctx); err != nil {
+		p.log.Warn("stop the durable runs", "err", err)
+	}
+	router.Close()
 }
 
 // envOf resolves env: references of an agent: its secrets first, then the process environment.
@@ -224,15 +242,15 @@ func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 }
 
 // runQueue processes the queue's tasks until ctx is done, after re-enqueueing builds left
-// queued. commits, when not nil, is shared with the API of this process (svc up); router runs
+// queued. commits, when not nil, is shared with the API of this process (svc up); runs takes
 // the wake-ups of durable runs.
-func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, router *runner.Router) error {
+func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, runs *engine.Engine) error {
 	if n, err := workers.RecoverBuilds(ctx, p.queue, p.deploys); err != nil {
 		p.log.Warn("re-enqueue queued builds", "err", err)
 	} else if n > 0 {
 		p.log.Info("re-enqueued queued builds", "count", n)
 	}
-	return p.queue.Run(ctx, p.buildMux(commits, router))
+	return p.queue.Run(ctx, p.buildMux(commits, runs))
 }
 
 func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
@@ -251,11 +269,11 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	if err != nil {
 		return err
 	}
-	router, err := p.newRouter(ctx)
+	router, runs, err := p.newRouter(ctx)
 	if err != nil {
 		return err
 	}
-	defer router.Close()
+	defer p.stopRouter(router, runs)
 	appsDomain := appsDomainFor(cfg, ln.Addr())
 	// Webhooks and builds share this process: a pushed commit reaches its build in memory
 	// (svc api stores it in the object store for the workers instead).
@@ -271,9 +289,9 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	}
 	return runGroup(ctx,
 		func(ctx context.Context) error {
-			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { router.Close() })
+			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { p.stopRouter(router, runs) })
 		},
-		func(ctx context.Context) error { return p.runQueue(ctx, commits, router) },
+		func(ctx context.Context) error { return p.runQueue(ctx, commits, runs) },
 		p.revocations.Run,
 	)
 }
@@ -307,13 +325,13 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		redisAt = u.Redacted()
 	}
 	// Wake-ups of durable runs run here, on the runtimes of their deployments.
-	router, err := p.newRouter(ctx)
+	router, runs, err := p.newRouter(ctx)
 	if err != nil {
 		return err
 	}
-	defer router.Close()
+	defer p.stopRouter(router, runs)
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
-	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, router) }, p.revocations.Run}
+	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, runs) }, p.revocations.Run}
 	if cfg.MetricsAddr != "" {
 		// A worker has no HTTP side of its own: its build, queue and durable metrics are
 		// served here when asked for.
@@ -344,11 +362,11 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		return err
 	}
 	defer p.close()
-	router, err := p.newRouter(ctx)
+	router, runs, err := p.newRouter(ctx)
 	if err != nil {
 		return err
 	}
-	defer router.Close()
+	defer p.stopRouter(router, runs)
 	metrics := api.MetricsHandler(p.metrics, cfg.MetricsToken)
 	health := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/metrics" {
@@ -366,7 +384,7 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 		func(ctx context.Context) error {
 			return serve(ctx, cfg.Addr, hostSplit(router, health), func(addr net.Addr) {
 				fmt.Fprintf(cmd.OutOrStdout(), "svc %s runner on http://%s (agents at http://<slug>.%s)\n", version, addr, cfg.AppsDomain)
-			}, func(context.Context) { router.Close() })
+			}, func(context.Context) { p.stopRouter(router, runs) })
 		},
 		p.revocations.Run,
 	)

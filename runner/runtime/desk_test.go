@@ -14,6 +14,7 @@ import (
 
 	"svc/agent"
 	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/models"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
@@ -224,7 +225,7 @@ func TestEvalTurnsAreSafe(t *testing.T) {
 	defer api.Close()
 	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": "Bearer status-token-1"}
 	runs := &durable.Memory{}
-	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), Durable: runs,
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), Durable: durableEngine(t, engine.Config{Store: runs}),
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	write := `/tool request {"connection": "status", "method": "POST", "path": "/incidents/inc_1/subscribe", "body": {"email": "a@b.c"}, "intent": "write"}`
 	result := func(et runtime.EvalTurn) map[string]any {

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"svc/agent"
+	"svc/runner/durable/engine"
 	"svc/runner/sandbox"
 	"svc/runner/sessions/memstore"
 )
@@ -35,6 +36,8 @@ type DevOptions struct {
 	Sandbox        *sandbox.Pool
 	// Tracer is as in Options.
 	Tracer trace.Tracer
+	// Durable is as in Options: svc dev builds one in memory, with timers for its wake-ups.
+	Durable *engine.Engine
 	// Logger receives logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -62,7 +65,7 @@ func NewDev(o DevOptions) (*Runtime, *agent.Agent, error) {
 	rt, err := New(Options{
 		Agent: ag, Version: ag.Config.Version, DeployID: "dev", Sessions: memstore.New(),
 		AuthToken: o.AuthToken, Models: NewModels(env, nil), DefaultModel: o.DefaultModel, Env: env,
-		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, HandlerTimeout: o.HandlerTimeout, Sandbox: o.Sandbox,
+		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, HandlerTimeout: o.HandlerTimeout, Sandbox: o.Sandbox, Durable: o.Durable,
 		AllowMetadataAddresses: o.AllowMetadataAddresses, Tracer: o.Tracer, Logger: log,
 		SecretHint: func(name string) string { return "set " + name + " in the environment of svc dev" },
 	})

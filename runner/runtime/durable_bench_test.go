@@ -16,6 +16,7 @@ import (
 
 	"svc/migrations/dbtest"
 	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/runtime"
 )
 
@@ -105,8 +106,8 @@ const (
 // step's key and JSON, and goja's promise for the step. ns/op is both executions together.
 func BenchmarkDurableStep(b *testing.B) {
 	benchStores(b, func(b *testing.B, s durable.Store) {
-		steps := start(b, runtime.Options{Agent: durableAgent(b, stepsHandler), Durable: s, DeployID: "dep_steps"})
-		plain := start(b, runtime.Options{Agent: durableAgent(b, plainHandler), Durable: s, DeployID: "dep_plain"})
+		steps := start(b, runtime.Options{Agent: durableAgent(b, stepsHandler), Durable: durableEngine(b, engine.Config{Store: s}), DeployID: "dep_steps"})
+		plain := start(b, runtime.Options{Agent: durableAgent(b, plainHandler), Durable: durableEngine(b, engine.Config{Store: s}), DeployID: "dep_plain"})
 		stepsID, plainID := firstRun(b, steps, s, "dep_steps"), firstRun(b, plain, s, "dep_plain")
 		client := steps.srv.Client()
 		run := func(e *env, id string) time.Duration {
@@ -232,7 +233,7 @@ func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 func BenchmarkDurableResume(b *testing.B) {
 	benchStores(b, func(b *testing.B, s durable.Store) {
 		st := &stampStore{Store: s, key: "step:t#1", at: map[string]time.Time{}, done: map[string]time.Time{}, ended: map[string]chan struct{}{}}
-		e := start(b, runtime.Options{Agent: durableAgent(b, approvalHandler), Durable: st})
+		e := start(b, runtime.Options{Agent: durableAgent(b, approvalHandler), Durable: durableEngine(b, engine.Config{Store: st})})
 		first := firstRun(b, e, s, "")
 		client := e.srv.Client()
 		park := func() string {
@@ -286,21 +287,21 @@ const parkedRuns = 10_000
 // the process: live heap (HeapInuse) per parked run, goroutines added, and goroutine stack
 // growth, each after a GC; then it answers them all, 8 at a time, and reports how long that took
 // until every answered run completed (each answer's execution runs in the background).
-// Run it with -benchtime 1x. Sub-benchmark queue passes an Options.Schedule that drops the
+// Run it with -benchtime 1x. Sub-benchmark queue passes an engine.Config.Schedule that drops the
 // wake-ups (the platform hands them to its queue); timers leaves Schedule nil (svc dev), so each
 // run's lease wake-up is a timer of the process, kept for the lease (HandlerTimeout + 5s, made
 // long here so that none fires during the measurement).
 func BenchmarkParkedRuns(b *testing.B) {
 	for _, c := range []struct {
 		name     string
-		schedule func(context.Context, runtime.Wakeup) error
+		schedule func(context.Context, engine.Wakeup) error
 	}{
-		{"queue", func(context.Context, runtime.Wakeup) error { return nil }},
+		{"queue", func(context.Context, engine.Wakeup) error { return nil }},
 		{"timers", nil},
 	} {
 		b.Run("sqlite/"+c.name, func(b *testing.B) {
 			s := durable.NewDB(dbtest.SQLite(b))
-			e := start(b, runtime.Options{Agent: durableAgent(b, approvalHandler), Durable: s, Schedule: c.schedule, HandlerTimeout: time.Hour})
+			e := start(b, runtime.Options{Agent: durableAgent(b, approvalHandler), Durable: durableEngine(b, engine.Config{Store: s, Schedule: c.schedule, HandlerTimeout: time.Hour}), HandlerTimeout: time.Hour})
 			first := firstRun(b, e, s, "")
 			client := e.srv.Client()
 			const workers = 8

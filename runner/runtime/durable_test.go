@@ -11,6 +11,7 @@ import (
 
 	"svc/agent"
 	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/runtime"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestDurableRefundFlow(t *testing.T) {
 	sg := newSigner(t)
 	runs := &durable.Memory{}
-	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), AgentID: agentID, DeployID: "dep_1", Verifier: sg.s, Durable: runs})
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), AgentID: agentID, DeployID: "dep_1", Verifier: sg.s, Durable: durableEngine(t, engine.Config{Store: runs})})
 	customer, finance, mallory, service := sg.token(agentID, "cust", ""), sg.token(agentID, "finance-lead", ""), sg.token(agentID, "mallory", ""), sg.token(agentID, "", "")
 
 	events, err := e.srv.Client().Do(e.request("GET", "/api/events", service, nil))
@@ -231,7 +232,7 @@ func TestDurableSleep(t *testing.T) {
 	e := start(t, runtime.Options{Agent: durableAgent(t, `export default async function (p: any, ctx: any) {
   await ctx.sleepUntil(ctx.now() + 1000);
   return "slept";
-}`), Durable: runs})
+}`), Durable: durableEngine(t, engine.Config{Store: runs})})
 	id := startFlow(t, e)
 	if run, _ := runs.Get(t.Context(), "", id); run.Status != durable.Sleeping || run.Pause.WakeAt == nil {
 		t.Fatalf("run = %+v", run)
@@ -259,7 +260,7 @@ func TestDurableTimeouts(t *testing.T) {
 			e := start(t, runtime.Options{Agent: durableAgent(t, `export default async function (p: any, ctx: any) {
   const a = await ctx.requestInput({question: "which?", options: [{value: "a", label: "A"}, {value: "b", label: "B"}], `+c.opts+`});
   return {value: a.value, by: a.respondedBy};
-}`), Durable: runs})
+}`), Durable: durableEngine(t, engine.Config{Store: runs})})
 			id := startFlow(t, e)
 			if run := waitRun(t, runs, id, durable.Completed); string(run.Result) != c.want {
 				t.Errorf("result %s, want %s", run.Result, c.want)
@@ -272,7 +273,7 @@ func TestDurableTimeouts(t *testing.T) {
 		e := start(t, runtime.Options{Agent: durableAgent(t, `export default async function (p: any, ctx: any) {
   const ok = await ctx.waitForApproval({question: "ship it?", eligibleAnswerers: ["ana"], timeout: 1000, onTimeout: {escalate: ["cfo"], timeout: 60000}});
   return ok;
-}`), AgentID: agentID, Verifier: sg.s, Durable: runs})
+}`), AgentID: agentID, Verifier: sg.s, Durable: durableEngine(t, engine.Config{Store: runs})})
 		fs := e.chat(sg.token(agentID, "", ""), map[string]any{"message": `/tool flow {}`})
 		id := str(ofType(fs, "durable_approval_required")[0].Data["session_id"])
 		deadline := time.Now().Add(20 * time.Second)
@@ -315,7 +316,7 @@ func TestDurableDeadlineAndMemoryStore(t *testing.T) {
 	e := start(t, runtime.Options{Agent: durableAgent(t, `export default async function (p: any, ctx: any) {
   await ctx.step("a", () => 1);
   while (true) {}
-}`), Durable: runs, HandlerTimeout: time.Second})
+}`), Durable: durableEngine(t, engine.Config{Store: runs, HandlerTimeout: time.Second}), HandlerTimeout: time.Second})
 	fs := e.chat("", map[string]any{"message": `/tool flow {}`})
 	res := ofType(fs, "tool_call_result")
 	if len(res) != 1 || res[0].Data["status"] != "error" || !strings.Contains(str(res[0].Data["error"]), "ran past its 1s deadline") {

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
+	"svc/agent"
 	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/handlers"
 	"svc/runner/sessions"
 )
@@ -108,11 +109,29 @@ func (c *caller) seesRun(run durable.Run) bool {
 	return run.Pause != nil && c.mayAnswer(run, run.Pause)
 }
 
-// findRun is the durable session of the request's {id}: 404 when there is none, or when c may
+// durableRoutes serve the durable sessions of a runtime's deployment: thin calls to its engine.
+type durableRoutes struct {
+	runs *engine.Engine
+	dep  engine.Deployment
+}
+
+// durableTool returns the Deployment.Tool of the deployment deployID of ag, whose handlers
+// compile compiles.
+func durableTool(ag *agent.Agent, deployID string, compile func(*agent.Tool) (*handlers.Tool, error)) func(name string) (*handlers.Tool, error) {
+	return func(name string) (*handlers.Tool, error) {
+		t := ag.Tools[name]
+		if t == nil || !t.Durable() || compile == nil {
+			return nil, fmt.Errorf("the agent of deployment %s has no durable tool %s", deployID, name)
+		}
+		return compile(t)
+	}
+}
+
+// find is the durable session of the request's {id}: 404 when there is none, or when c may
 // neither own it nor answer it (hidden like a missing one, spec 4.6 rule 2).
-func (rt *Runtime) findRun(r *http.Request, c *caller) (durable.Run, error) {
+func (d *durableRoutes) find(r *http.Request, c *caller) (durable.Run, error) {
 	id := r.PathValue("id")
-	run, err := rt.runs.Get(r.Context(), rt.opts.AgentID, id)
+	run, err := d.runs.Get(r.Context(), d.dep.AgentID, id)
 	switch {
 	case errors.Is(err, durable.ErrNotFound):
 		return durable.Run{}, &APIError{Code: CodeNotFound, Message: "no durable session " + id}
@@ -124,10 +143,10 @@ func (rt *Runtime) findRun(r *http.Request, c *caller) (durable.Run, error) {
 	return run, nil
 }
 
-// getRun serves GET /api/sessions/{id}: the durable session's record, for its owner and for
+// get serves GET /api/sessions/{id}: the durable session's record, for its owner and for
 // whoever may answer it (or answered it last).
-func (rt *Runtime) getRun(w http.ResponseWriter, r *http.Request, c *caller) error {
-	run, err := rt.findRun(r, c)
+func (d *durableRoutes) get(w http.ResponseWriter, r *http.Request, c *caller) error {
+	run, err := d.find(r, c)
 	if err != nil {
 		return err
 	}
@@ -144,16 +163,16 @@ type answerRequest struct {
 	Edits json.RawMessage `json:"edits"`
 }
 
-// answerRun serves POST /api/sessions/{id}/answer: it checks the caller may answer, records the
-// answer once and claims the run, answers with the record (status running), and resumes the run
-// in the background (spec 3.2, 4.4, 7; CONTRACT §6): however long the handler takes, the answer
-// does not wait for it.
-func (rt *Runtime) answerRun(w http.ResponseWriter, r *http.Request, c *caller) error {
+// answer serves POST /api/sessions/{id}/answer: it checks the caller may answer, records the
+// answer once and claims the run, answers with the record (status running), and the engine
+// resumes the run in the background (spec 3.2, 4.4, 7; CONTRACT §6): however long the handler
+// takes, the answer does not wait for it.
+func (d *durableRoutes) answer(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body answerRequest
 	if err := readJSON(w, r, &body); err != nil {
 		return err
 	}
-	run, err := rt.findRun(r, c)
+	run, err := d.find(r, c)
 	if err != nil {
 		return err
 	}
@@ -171,16 +190,13 @@ func (rt *Runtime) answerRun(w http.ResponseWriter, r *http.Request, c *caller) 
 	if err != nil {
 		return err
 	}
-	now := rt.now().UTC()
-	claimed, err := rt.runs.Answer(r.Context(), rt.opts.AgentID, run.ID, p.Key, value, c.respondent(), now, now.Add(rt.lease()))
+	claimed, err := d.runs.Answer(r.Context(), run, value, c.respondent())
 	if errors.Is(err, durable.ErrStale) || errors.Is(err, durable.ErrRecorded) {
 		return notAwaiting(claimed)
 	}
 	if err != nil {
 		return err
 	}
-	rt.publishRun(r.Context(), claimed)
-	rt.resumeInBackground(r.Context(), claimed)
 	writeJSON(w, http.StatusOK, recordOf(claimed))
 	return nil
 }
@@ -337,59 +353,58 @@ func compactJSON(raw json.RawMessage) string {
 	return b.String()
 }
 
-// cancelRun serves POST /api/sessions/{id}/cancel: a run that has not ended is cancelled.
-func (rt *Runtime) cancelRun(w http.ResponseWriter, r *http.Request, c *caller) error {
+// cancel serves POST /api/sessions/{id}/cancel: a run that has not ended is cancelled.
+func (d *durableRoutes) cancel(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if err := discardBody(w, r); err != nil {
 		return err
 	}
-	run, err := rt.findRun(r, c)
+	run, err := d.find(r, c)
 	if err != nil {
 		return err
 	}
 	if !c.seesRun(run) {
 		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
 	}
-	cancelled, err := rt.runs.Cancel(r.Context(), rt.opts.AgentID, run.ID, rt.now().UTC())
+	cancelled, err := d.runs.Cancel(r.Context(), d.dep.AgentID, run.ID)
 	if errors.Is(err, durable.ErrStale) {
 		return &APIError{Code: CodeNotAwaiting, Message: fmt.Sprintf("durable session %s has ended: %s", run.ID, cancelled.Status), AnsweredBy: cancelled.AnsweredBy}
 	}
 	if err != nil {
 		return err
 	}
-	rt.publishRun(r.Context(), cancelled)
 	writeJSON(w, http.StatusOK, recordOf(cancelled))
 	return nil
 }
 
-// restartRun serves POST /api/sessions/{id}/restart: a new run of the same tool with the same
+// restart serves POST /api/sessions/{id}/restart: a new run of the same tool with the same
 // input (on this runtime's deployment), answered with the new run's record.
-func (rt *Runtime) restartRun(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (d *durableRoutes) restart(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if err := discardBody(w, r); err != nil {
 		return err
 	}
-	run, err := rt.findRun(r, c)
+	run, err := d.find(r, c)
 	if err != nil {
 		return err
 	}
 	if !c.owns(run) {
 		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
 	}
-	if _, err := rt.durableTool(run.ToolName); err != nil {
+	if _, err := d.dep.Tool(run.ToolName); err != nil {
 		return &APIError{Code: CodeInvalidRequest, Message: err.Error()}
 	}
-	next, err := rt.startRun(r.Context(), durable.Run{ToolName: run.ToolName, ParentSessionID: run.ParentSessionID,
-		Owner: run.Owner, ScopeID: run.ScopeID, Input: run.Input, Context: run.Context})
+	next, err := d.runs.StartRun(r.Context(), durable.Run{AgentID: d.dep.AgentID, DeployID: d.dep.DeployID, ToolName: run.ToolName,
+		ParentSessionID: run.ParentSessionID, Owner: run.Owner, ScopeID: run.ScopeID, Input: run.Input, Context: run.Context}, nil)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, recordOf(rt.execute(r.Context(), next, nil)))
+	writeJSON(w, http.StatusOK, recordOf(next))
 	return nil
 }
 
-// pendingApprovals serves GET /sessions/pending-approvals: the parked runs of the agent the
-// caller may answer (spec 4.3, 4.6; CONTRACT §6).
-func (rt *Runtime) pendingApprovals(w http.ResponseWriter, r *http.Request, c *caller) error {
-	runs, err := rt.runs.List(r.Context(), durable.Filter{AgentID: rt.opts.AgentID, Statuses: []string{durable.AwaitingInput}, Limit: sessions.DefaultListLimit})
+// pending serves GET /sessions/pending-approvals: the parked runs of the agent the caller may
+// answer (spec 4.3, 4.6; CONTRACT §6).
+func (d *durableRoutes) pending(w http.ResponseWriter, r *http.Request, c *caller) error {
+	runs, err := d.runs.List(r.Context(), durable.Filter{AgentID: d.dep.AgentID, Statuses: []string{durable.AwaitingInput}, Limit: sessions.DefaultListLimit})
 	if err != nil {
 		return err
 	}
@@ -410,69 +425,4 @@ func discardBody(w http.ResponseWriter, r *http.Request) error {
 	}
 	var v map[string]json.RawMessage
 	return readJSON(w, r, &v)
-}
-
-// timers are the wake-ups of a runtime without a queue (svc dev): in-process timers by key,
-// stopped by Close. Runs they would wake are lost with the process, as the README says.
-type timers struct {
-	mu     sync.Mutex
-	closed bool
-	set    map[string]*time.Timer
-	wg     sync.WaitGroup
-}
-
-// after runs fn after d, unless the timers are stopped or the key's timer is replaced or
-// cancelled first.
-func (t *timers) after(key string, d time.Duration, fn func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return
-	}
-	if t.set == nil {
-		t.set = map[string]*time.Timer{}
-	}
-	t.cancelLocked(key)
-	var tm *time.Timer
-	t.wg.Add(1)
-	tm = time.AfterFunc(max(d, 0), func() {
-		defer t.wg.Done()
-		t.mu.Lock()
-		live := t.set[key] == tm
-		if live {
-			delete(t.set, key)
-		}
-		t.mu.Unlock()
-		if live {
-			fn()
-		}
-	})
-	t.set[key] = tm
-}
-
-// cancel stops the key's timer, if it has not fired.
-func (t *timers) cancel(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.cancelLocked(key)
-}
-
-func (t *timers) cancelLocked(key string) {
-	if tm := t.set[key]; tm != nil {
-		if tm.Stop() {
-			t.wg.Done()
-		}
-		delete(t.set, key)
-	}
-}
-
-// stop stops every timer not yet fired and waits for those running.
-func (t *timers) stop() {
-	t.mu.Lock()
-	t.closed = true
-	for key := range t.set {
-		t.cancelLocked(key)
-	}
-	t.mu.Unlock()
-	t.wg.Wait()
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/runtime"
 )
 
@@ -23,7 +23,7 @@ const answerHandler = `export default async function (p: any, ctx: any) {
 // or {approved, note?}. null is none of them; it is refused like a missing value, 400 naming
 // the field, and the run stays parked. A fitting value reaches the handler as it was sent.
 func TestDurableAnswerValues(t *testing.T) {
-	e := start(t, runtime.Options{Agent: durableAgent(t, answerHandler), Durable: &durable.Memory{}})
+	e := start(t, runtime.Options{Agent: durableAgent(t, answerHandler), Durable: durableEngine(t, engine.Config{})})
 	const none = "(none)" // no value field at all
 	cases := []struct {
 		kind string

@@ -16,6 +16,7 @@ import (
 	"svc/agent"
 	"svc/migrations/dbtest"
 	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/runtime"
 )
 
@@ -149,8 +150,8 @@ func fencedAgent(t *testing.T) *agent.Agent {
 func fencedRuntime(t *testing.T, gate *gateStore) (*env, *clock, string) {
 	t.Helper()
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e := start(t, runtime.Options{Agent: fencedAgent(t), Durable: gate, Now: clk.Now,
-		Schedule: func(context.Context, runtime.Wakeup) error { return nil }})
+	e := start(t, runtime.Options{Agent: fencedAgent(t), Now: clk.Now,
+		Durable: durableEngine(t, engine.Config{Store: gate, Now: clk.Now, Schedule: func(context.Context, engine.Wakeup) error { return nil }})})
 	t.Cleanup(gate.Open) // before the runtime's Close, which waits for the held executions
 	return e, clk, startFlow(t, e)
 }
@@ -192,7 +193,7 @@ func TestDurableOverrunIsFenced(t *testing.T) {
 		}
 
 		clk.Add(lapse)
-		if err := e.rt.Wake(ctx, id); err != nil {
+		if err := e.runs.Wake(ctx, "", id); err != nil {
 			t.Fatal(err)
 		}
 		second, err := s.Get(ctx, "", id)
@@ -252,9 +253,9 @@ func TestDurableLeaseEndDropsOutcome(t *testing.T) {
 	}
 
 	// The lease's wake-up resumes the run from its journal: the step in flight is not run again.
-	again := start(t, runtime.Options{Agent: fencedAgent(t), Durable: s, Now: clk.Now,
-		Schedule: func(context.Context, runtime.Wakeup) error { return nil }})
-	if err := again.rt.Wake(ctx, id); err != nil {
+	again := start(t, runtime.Options{Agent: fencedAgent(t), Now: clk.Now,
+		Durable: durableEngine(t, engine.Config{Store: s, Now: clk.Now, Schedule: func(context.Context, engine.Wakeup) error { return nil }})})
+	if err := again.runs.Wake(ctx, "", id); err != nil {
 		t.Fatal(err)
 	}
 	run, err = s.Get(ctx, "", id)
@@ -271,7 +272,7 @@ func TestDurableLeaseEndDropsOutcome(t *testing.T) {
 func TestDurableGivesUpAfterLostExecutions(t *testing.T) {
 	eachDurableStore(t, func(t *testing.T, s durable.Store) {
 		ctx := t.Context()
-		gate := newGateStore(s, "step:a#1", runtime.MaxExecutions)
+		gate := newGateStore(s, "step:a#1", engine.MaxExecutions)
 		e, clk, id := fencedRuntime(t, gate)
 		events, err := e.srv.Client().Do(e.request("GET", "/api/events", "", nil))
 		if err != nil {
@@ -287,10 +288,10 @@ func TestDurableGivesUpAfterLostExecutions(t *testing.T) {
 		stuck := <-gate.reached
 		var wakes sync.WaitGroup
 		defer func() { gate.Open(); wakes.Wait() }()
-		for n := 2; n <= runtime.MaxExecutions; n++ {
+		for n := 2; n <= engine.MaxExecutions; n++ {
 			clk.Add(lapse)
 			wakes.Go(func() {
-				if err := e.rt.Wake(ctx, id); err != nil {
+				if err := e.runs.Wake(ctx, "", id); err != nil {
 					t.Errorf("wake %d: %v", n, err)
 				}
 			})
@@ -304,7 +305,7 @@ func TestDurableGivesUpAfterLostExecutions(t *testing.T) {
 			stuck = next
 		}
 		clk.Add(lapse)
-		if err := e.rt.Wake(ctx, id); err != nil {
+		if err := e.runs.Wake(ctx, "", id); err != nil {
 			t.Fatal(err)
 		}
 		run, err := s.Get(ctx, "", id)

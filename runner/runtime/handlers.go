@@ -19,7 +19,7 @@ import (
 
 // handlerTools returns the maker of the agent's handler tools (svc/tools): compiled once per
 // runtime, each with the children its ctx.callTool may reach. A durable tool is offered to the
-// model as a durableStart, which starts a run of it.
+// model as the durable engine's tool, which starts a run of it.
 func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tools.Tool, error) {
 	key := rt.opts.AgentID
 	if key == "" {
@@ -70,7 +70,7 @@ func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tool
 		case err != nil:
 			return nil, err
 		case t.Durable():
-			return &durableStart{rt: rt, h: h}, nil
+			return rt.runs.Tool(rt.opts.AgentID, rt.opts.DeployID, h), nil
 		case t.RequiresConfirmation:
 			return confirming{h}, nil
 		}

@@ -19,6 +19,7 @@ import (
 	"svc/agent"
 	"svc/agent/agenttest"
 	"svc/auth"
+	"svc/runner/durable/engine"
 	"svc/runner/models"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
@@ -35,10 +36,11 @@ func loadAgent(t testing.TB, name string) *agent.Agent {
 
 // env is a test runtime behind a real listener.
 type env struct {
-	t   testing.TB
-	rt  *runtime.Runtime
-	srv *httptest.Server
-	url string
+	t    testing.TB
+	rt   *runtime.Runtime
+	runs *engine.Engine // Options.Durable: nil when the runtime has an engine of its own
+	srv  *httptest.Server
+	url  string
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -64,7 +66,28 @@ func start(t testing.TB, opts runtime.Options) *env {
 			t.Errorf("close runtime: %v", err)
 		}
 	})
-	return &env{t: t, rt: rt, srv: srv, url: srv.URL}
+	return &env{t: t, rt: rt, runs: opts.Durable, srv: srv, url: srv.URL}
+}
+
+// durableEngine is a started engine of cfg, shut down when the test ends (after the runtimes
+// that the test starts with it, which close first).
+func durableEngine(t testing.TB, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	e := engine.New(cfg)
+	if err := e.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.Shutdown(ctx); err != nil {
+			t.Errorf("shut the durable engine down: %v", err)
+		}
+	})
+	return e
 }
 
 // openaiModels returns an Options.Models that sends every model reference to the fake server.

@@ -143,9 +143,9 @@ func (m *Metrics) turnDone(r turn.Report) {
 	}
 }
 
-// executed records one execution of a durable run. tool is a durable tool of the agent's
-// bundle, a bounded set.
-func (m *Metrics) executed(tool, outcome string, d time.Duration) {
+// DurableExecuted records one execution of a durable run (it implements engine.Observer). tool
+// is a durable tool of the agent's bundle, a bounded set.
+func (m *Metrics) DurableExecuted(tool, outcome string, d time.Duration) {
 	if m != nil {
 		m.executions.WithLabelValues(tool, outcome).Observe(d.Seconds())
 	}

@@ -12,6 +12,7 @@ import (
 	"svc/agent"
 	"svc/migrations/dbtest"
 	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
@@ -73,7 +74,7 @@ func TestDurableMetrics(t *testing.T) {
 	if err := runtime.ParkedRuns(reg, runs.CountByStatus); err != nil {
 		t.Fatal(err)
 	}
-	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), Metrics: m, Durable: runs})
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), Metrics: m, Durable: durableEngine(t, engine.Config{Store: runs, Metrics: m})})
 	e.chat("", map[string]any{"message": `/tool refund_request {"customer_id":"c1","amount_eur":900,"reason":"x"}`})
 	e.chat("", map[string]any{"message": `/tool refund_request {"customer_id":"c2","amount_eur":10,"reason":"x"}`})
 	families, err := reg.Gather()

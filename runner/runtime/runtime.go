@@ -16,7 +16,7 @@ import (
 	"svc/auth"
 	"svc/runner/approvals"
 	"svc/runner/connections"
-	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/handlers"
 	"svc/runner/models"
 	"svc/runner/sandbox"
@@ -117,16 +117,11 @@ type Options struct {
 	// with hard limits; share one among the runtimes of a process. Required when the agent has
 	// handler tools.
 	Sandbox *sandbox.Pool
-	// Durable keeps durable tool runs and their journals; share one among the runtimes of the
-	// agent. nil keeps them in this runtime's memory (svc dev): they are lost with the process.
-	Durable durable.Store
-	// Schedule asks for Wake of a run at a time (a queue task the worker hands to the runtime of
-	// the run's deployment); nil means a timer in this process.
-	Schedule func(ctx context.Context, w Wakeup) error
-	// Elsewhere returns the runtime of another deployment of the agent, where a run started
-	// there resumes (an answer may arrive at the agent's newer deployment); nil means every run
-	// resumes on this runtime.
-	Elsewhere func(ctx context.Context, deployID string) (*Runtime, error)
+	// Durable runs the agent's durable tools (starts, answers, wakes and resumes their runs); share
+	// one among the runtimes of a process. The runtime attaches its deployment to it in New and
+	// detaches it in Close. nil means an engine of this runtime's own, in memory with timers:
+	// its runs are lost with the runtime.
+	Durable *engine.Engine
 	// Events carries session_updated to the GET /api/events subscribers of every runtime of the
 	// agent, in every process that shares it; nil means this runtime's subscribers only.
 	Events EventBus
@@ -177,15 +172,16 @@ type Runtime struct {
 	backend    stores.Backend
 	ownHub     bool // the hub is this runtime's: Close closes it
 	feedbacks  FeedbackStore
-	runs       durable.Store
+	runs       *engine.Engine
+	ownRuns    bool                            // the engine is this runtime's: Close shuts it down
+	dep        engine.Deployment               // what runs needs to execute this runtime's runs
+	detach     func(ctx context.Context) error // dep from runs
 	// schemas compiles the parameter schemas of the runtime's tools once, for the model's calls
 	// (the profiles' tool sets) and the handlers' ctx.callTool calls alike.
 	schemas *tools.Schemas
 	// durableHandler compiles a durable tool's handler (set by handlerTools).
 	durableHandler func(*agent.Tool) (*handlers.Tool, error)
-	timers         timers
-	executions     executions // durable executions in the background
-	unsubscribe    func()     // from Options.Events
+	unsubscribe    func() // from Options.Events
 
 	done   chan struct{}
 	closed sync.Once
@@ -214,7 +210,15 @@ func New(opts Options) (*Runtime, error) {
 	}
 	rt.runs = opts.Durable
 	if rt.runs == nil {
-		rt.runs = &durable.Memory{}
+		cfg := engine.Config{HandlerTimeout: opts.HandlerTimeout, Logger: opts.Logger, Now: opts.Now}
+		if opts.Metrics != nil {
+			cfg.Metrics = opts.Metrics
+		}
+		rt.runs = engine.New(cfg)
+		if err := rt.runs.Start(nil); err != nil {
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+		rt.ownRuns = true
 	}
 	rt.feedbacks = opts.Feedback
 	if rt.feedbacks == nil {
@@ -284,7 +288,9 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Events != nil {
 		rt.unsubscribe = opts.Events.Subscribe(opts.AgentID, func(f sse.Frame) { rt.bus.publish(&f) })
 	}
+	rt.dep = engine.Deployment{AgentID: opts.AgentID, DeployID: opts.DeployID, Tool: durableTool(rt.ag, opts.DeployID, rt.durableHandler), Notify: rt.bus.publish}
 	rt.routes()
+	rt.detach = rt.runs.Attach(rt.dep)
 	rt.wg.Add(1)
 	go rt.evictLoop()
 	if rt.conns != nil {
@@ -326,18 +332,18 @@ func CrossOrigin(w http.ResponseWriter, r *http.Request) (answered bool) {
 	return true
 }
 
-// Close waits for the durable executions in flight (in the background, or woken by a timer of
-// this process) and starts no more, then stops idle eviction, ends /api/events streams and waits
-// for both; it closes the store backend. It returns when all that is done, or when ctx ends.
+// Close detaches the runtime's deployment from its durable engine, which waits for the
+// executions in flight on it and starts no more (past ctx it interrupts them: they resume from
+// their journals), then stops idle eviction, ends /api/events streams and waits for both; it
+// closes the store backend. It returns when all that is done, or when ctx ends.
 func (rt *Runtime) Close(ctx context.Context) error {
 	// The executions first: their handlers use the stores.
-	executed := make(chan struct{})
-	go func() { rt.timers.stop(); rt.executions.stop(); close(executed) }()
 	var err error
-	select {
-	case <-executed:
-	case <-ctx.Done():
-		err = fmt.Errorf("runtime: close: durable executions still running: %w", context.Cause(ctx))
+	if rt.ownRuns {
+		err = rt.runs.Shutdown(ctx)
+	}
+	if derr := rt.detach(ctx); derr != nil {
+		err = errors.Join(err, fmt.Errorf("runtime: close: %w", derr))
 	}
 	rt.closed.Do(func() {
 		close(rt.done)
@@ -355,7 +361,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.unsubscribe()
 	}
 	waited := make(chan struct{})
-	go func() { <-executed; rt.wg.Wait(); close(waited) }()
+	go func() { rt.wg.Wait(); close(waited) }()
 	select {
 	case <-waited:
 		return err
@@ -366,6 +372,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 
 func (rt *Runtime) routes() {
 	m := http.NewServeMux()
+	runs := &durableRoutes{runs: rt.runs, dep: rt.dep}
 	m.HandleFunc("GET /health", rt.health)
 	m.Handle("POST /chat", rt.handle(rt.chatStream))
 	m.Handle("POST /chat/stream", rt.handle(rt.chatStream))
@@ -378,7 +385,7 @@ func (rt *Runtime) routes() {
 	m.Handle("GET /sessions/history/{id}", rt.handle(rt.getHistory))
 	m.Handle("PATCH /sessions/history/{id}", rt.handle(rt.patchHistory))
 	m.Handle("DELETE /sessions/history/{id}", rt.handle(rt.deleteHistory))
-	m.Handle("GET /sessions/pending-approvals", rt.handle(rt.pendingApprovals))
+	m.Handle("GET /sessions/pending-approvals", rt.handle(runs.pending))
 	m.Handle("GET /stores/{store}", rt.handle(rt.listStore))
 	m.Handle("GET /stores/{store}/{key}", rt.handle(rt.getRecord))
 	m.Handle("PUT /stores/{store}/{key}", rt.handle(rt.putRecord))
@@ -387,10 +394,10 @@ func (rt *Runtime) routes() {
 	m.Handle("GET /inspect/context", rt.handle(rt.inspectContext))
 	m.Handle("GET /inspect/connections/{name}", rt.handle(rt.inspectConnection))
 	m.Handle("GET /api/events", rt.handle(rt.events))
-	m.Handle("GET /api/sessions/{id}", rt.handle(rt.getRun))
-	m.Handle("POST /api/sessions/{id}/answer", rt.handle(rt.answerRun))
-	m.Handle("POST /api/sessions/{id}/cancel", rt.handle(rt.cancelRun))
-	m.Handle("POST /api/sessions/{id}/restart", rt.handle(rt.restartRun))
+	m.Handle("GET /api/sessions/{id}", rt.handle(runs.get))
+	m.Handle("POST /api/sessions/{id}/answer", rt.handle(runs.answer))
+	m.Handle("POST /api/sessions/{id}/cancel", rt.handle(runs.cancel))
+	m.Handle("POST /api/sessions/{id}/restart", rt.handle(runs.restart))
 	m.HandleFunc("/", rt.noRoute)
 	rt.mux = m
 }

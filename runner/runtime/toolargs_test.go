@@ -12,6 +12,7 @@ import (
 	"svc/agent"
 	"svc/agent/agenttest"
 	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/models"
 	"svc/runner/runtime"
 )
@@ -66,7 +67,7 @@ func TestToolArgumentsChecked(t *testing.T) {
 	env := map[string]string{"STATUS_API_URL": api.URL, "STATUS_API_TOKEN": "Bearer sk-test-token"}
 	runs := &durable.Memory{}
 	e := start(t, runtime.Options{
-		Agent: deskWithEnums(t), Durable: runs, DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"},
+		Agent: deskWithEnums(t), Durable: durableEngine(t, engine.Config{Store: runs}), DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"},
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 	})
 
