@@ -104,7 +104,7 @@ var beyondDesign = map[string]map[string]string{
 	"runner/sessions": {
 		"auth":       "session ids are auth.NewID",
 		"migrations": "dbstore's SQL differs by dialect",
-		"registry":   "attachments are kept in the object store (objblobs)",
+		"registry":   "attachments are kept in the object store (objblobs); dbstore writes the sessions and runs tables as registry's rows (registry.SessionRow, registry.RunRow), which registry reads",
 	},
 	"runner/turn": {
 		"auth":   "message and turn ids are auth.NewID",
