@@ -115,7 +115,7 @@ func (st *Store) Refresh(ctx context.Context, have *sessions.Session) (*sessions
 // snapshot is the isolation level of a consistent read: repeatable read on Postgres; SQLite's
 // transactions are serializable already.
 func (st *Store) snapshot() sql.IsolationLevel {
-	if st.db.Dialector.Name() == "postgres" {
+	if migrations.DialectOf(st.db) == migrations.Postgres {
 		return sql.LevelRepeatableRead
 	}
 	return sql.LevelDefault
