@@ -72,3 +72,30 @@ func TestTokens(t *testing.T) {
 		}
 	})
 }
+
+// Bootstrap creates a first admin token only where there is no token at all, and makes a
+// configured value an admin token at every start.
+func TestTokensBootstrap(t *testing.T) {
+	ctx := context.Background()
+	s := registry.NewTokens(dbtest.SQLite(t))
+	first, err := s.Bootstrap(ctx, "")
+	if err != nil || !strings.HasPrefix(first, "pk_") {
+		t.Fatalf("Bootstrap on no tokens = %q, %v; want a pk_ value", first, err)
+	}
+	if p, err := s.Authenticate(ctx, first); err != nil || p.Kind != auth.Admin {
+		t.Fatalf("first admin token: %+v, %v", p, err)
+	}
+	if again, err := s.Bootstrap(ctx, ""); err != nil || again != "" {
+		t.Fatalf("Bootstrap with a token = %q, %v; want none created", again, err)
+	}
+	boot := "pk_bootstrap_value_0123456789"
+	if created, err := s.Bootstrap(ctx, boot); err != nil || created != "" {
+		t.Fatalf("Bootstrap(configured) = %q, %v", created, err)
+	}
+	if p, err := s.Authenticate(ctx, boot); err != nil || p.Kind != auth.Admin {
+		t.Fatalf("configured admin token: %+v, %v", p, err)
+	}
+	if _, err := s.Bootstrap(ctx, "short"); err == nil {
+		t.Error("Bootstrap(short value) succeeded, want error")
+	}
+}
