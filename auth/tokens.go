@@ -26,11 +26,6 @@ func (p Principal) Can(need Kind, agentID string) error {
 	return nil
 }
 
-// NewSecret returns a new credential value of the family prefix (PlatformPrefix or
-// AgentKeyPrefix): prefix followed by 256 random bits. Only Hash(value) is stored; the value is
-// shown once.
-func NewSecret(prefix string) string { return newSecret(prefix) }
-
 // CheckBootstrap reports whether value may be made a token as it is (the bootstrap admin token
 // of SVC_BOOTSTRAP_ADMIN_TOKEN): a pk_ value with at least 16 more characters.
 func CheckBootstrap(value string) error {
