@@ -98,6 +98,9 @@ var beyondDesign = map[string]map[string]string{
 	"runner/tools": {
 		"auth": "tool call ids are auth.NewID",
 	},
+	"runner/durable": {
+		"migrations": "the durable store's SQL differs by dialect (migrations.DialectOf)",
+	},
 	"runner/stores": {
 		"migrations": "the stores of an agent's own database get their tables from the same versioned SQL, which differs by dialect",
 	},
