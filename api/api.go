@@ -30,9 +30,9 @@ type Deps struct {
 	// Objects stores source version archives; it is wrapped with registry.Checked.
 	Objects registry.Objects
 	// Tokens authenticates pk_ automation tokens and stores new ones.
-	Tokens *auth.Tokens
+	Tokens *registry.Tokens
 	// APIKeys stores ak_ agent API keys.
-	APIKeys *auth.APIKeys
+	APIKeys *registry.APIKeys
 	// Signer mints runtime tokens.
 	Signer *auth.Signer
 	// AppsDomain is the domain agent URLs live under: "apps.localhost" when empty. It may carry a

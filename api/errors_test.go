@@ -98,7 +98,7 @@ func TestNewValidatesDeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t, db)
-	good := api.Deps{Stores: h.stores, Objects: h.objects, Tokens: auth.NewTokens(db), APIKeys: auth.NewAPIKeys(db), Signer: signer, Deployer: h.deployer}
+	good := api.Deps{Stores: h.stores, Objects: h.objects, Tokens: registry.NewTokens(db), APIKeys: registry.NewAPIKeys(db), Signer: signer, Deployer: h.deployer}
 	if _, err := api.New(good); err != nil {
 		t.Fatalf("New(good deps) = %v", err)
 	}

@@ -88,8 +88,8 @@ type harness struct {
 	db       *gorm.DB
 	api      *api.API
 	handler  http.Handler
-	tokens   *auth.Tokens
-	apiKeys  *auth.APIKeys
+	tokens   *registry.Tokens
+	apiKeys  *registry.APIKeys
 	signer   *auth.Signer
 	objects  registry.Objects
 	logs     *syncBuffer
@@ -114,7 +114,7 @@ func newHarness(t *testing.T, db *gorm.DB) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{
-		t: t, db: db, tokens: auth.NewTokens(db), apiKeys: auth.NewAPIKeys(db), signer: signer,
+		t: t, db: db, tokens: registry.NewTokens(db), apiKeys: registry.NewAPIKeys(db), signer: signer,
 		objects: registry.Checked(objects), logs: &syncBuffer{}, metrics: prometheus.NewRegistry(),
 	}
 	h.deployer, h.stores = newDeployer(t, db, h.objects, bytes.Repeat([]byte("s"), 32))
@@ -137,7 +137,7 @@ func newHarness(t *testing.T, db *gorm.DB) *harness {
 }
 
 // mintToken creates an automation token straight in the store.
-func (h *harness) mintToken(kind auth.Kind, agentID string) (auth.Token, string) {
+func (h *harness) mintToken(kind auth.Kind, agentID string) (registry.Token, string) {
 	h.t.Helper()
 	tok, value, err := h.tokens.Create(context.Background(), "test "+string(kind), kind, agentID)
 	if err != nil {

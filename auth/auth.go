@@ -70,8 +70,10 @@ func NewID(prefix string) string {
 	return prefix + idEncoding.EncodeToString(b[:])
 }
 
-// newSecret returns prefix followed by 256 random bits.
-func newSecret(prefix string) string {
+// NewSecret returns a new credential value of the family prefix (PlatformPrefix or
+// AgentKeyPrefix): prefix followed by 256 random bits. Only Hash(value) is stored; the value is
+// shown once.
+func NewSecret(prefix string) string {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
 	return prefix + idEncoding.EncodeToString(b[:])

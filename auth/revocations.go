@@ -19,7 +19,7 @@ const DefaultRevocationRefresh = 2 * time.Second
 // Revocations is safe for concurrent use.
 type Revocations struct {
 	signer   *Signer
-	tokens   *Tokens
+	tokens   RevokedLister
 	interval time.Duration
 	log      *slog.Logger
 
@@ -27,9 +27,17 @@ type Revocations struct {
 	revoked map[string]bool
 }
 
-// NewRevocations returns a verifier over signer and tokens that refreshes every interval
-// (DefaultRevocationRefresh when 0). Call Refresh once before serving and Run for the rest.
-func NewRevocations(signer *Signer, tokens *Tokens, interval time.Duration, log *slog.Logger) *Revocations {
+// RevokedLister lists the automation tokens revoked lately: registry.Tokens. RevokedSince returns
+// the ids of the tokens revoked at or after since, or an error when it cannot read them (ctx
+// done, say). It must be safe for concurrent use.
+type RevokedLister interface {
+	RevokedSince(ctx context.Context, since time.Time) ([]string, error)
+}
+
+// NewRevocations returns a verifier over signer and the revoked tokens of tokens that refreshes
+// every interval (DefaultRevocationRefresh when 0). Call Refresh once before serving and Run for
+// the rest.
+func NewRevocations(signer *Signer, tokens RevokedLister, interval time.Duration, log *slog.Logger) *Revocations {
 	if interval <= 0 {
 		interval = DefaultRevocationRefresh
 	}

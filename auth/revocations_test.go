@@ -12,6 +12,7 @@ import (
 
 	"svc/auth"
 	"svc/migrations/dbtest"
+	"svc/registry"
 )
 
 // TestRevocationsRefuseTokensOfRevokedMinters: a runtime token works while the pk_ token that
@@ -20,7 +21,7 @@ import (
 func TestRevocationsRefuseTokensOfRevokedMinters(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		tokens := auth.NewTokens(db)
+		tokens := registry.NewTokens(db)
 		signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
 		if err != nil {
 			t.Fatal(err)

@@ -1,29 +1,10 @@
 package auth
 
 import (
-	"context"
 	"crypto/subtle"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
-
-	"gorm.io/gorm"
 )
-
-// Token is an automation token as stored: never its value.
-type Token struct {
-	ID        string `gorm:"primaryKey"`
-	Name      string
-	Kind      Kind
-	AgentID   string // "" for a token not bound to an agent
-	Hash      string
-	CreatedAt time.Time
-	RevokedAt *time.Time
-}
-
-// TableName names the table of Token.
-func (Token) TableName() string { return "tokens" }
 
 // Principal is who made a platform API call.
 type Principal struct {
@@ -45,116 +26,28 @@ func (p Principal) Can(need Kind, agentID string) error {
 	return nil
 }
 
-// Tokens stores automation tokens in the database. It is safe for concurrent use.
-type Tokens struct {
-	db *gorm.DB
-}
-
-// NewTokens returns the token store over db (migrated by package migrations).
-func NewTokens(db *gorm.DB) *Tokens { return &Tokens{db: db} }
-
-// Create makes a token and returns it with its value, which is not stored and cannot be read again.
-func (s *Tokens) Create(ctx context.Context, name string, kind Kind, agentID string) (Token, string, error) {
-	if !kind.Valid() {
-		return Token{}, "", fmt.Errorf("%w: %q", ErrInvalidKind, kind)
-	}
-	value := newSecret(PlatformPrefix)
-	t := Token{ID: NewID("t"), Name: name, Kind: kind, AgentID: agentID, Hash: Hash(value), CreatedAt: time.Now().UTC()}
-	if err := s.db.WithContext(ctx).Create(&t).Error; err != nil {
-		return Token{}, "", fmt.Errorf("create token: %w", err)
-	}
-	return t, value, nil
-}
-
-// Ensure makes value a valid unbound token of kind, idempotently (the bootstrap admin token).
-func (s *Tokens) Ensure(ctx context.Context, name string, kind Kind, value string) error {
+// CheckBootstrap reports whether value may be made a token as it is (the bootstrap admin token
+// of SVC_BOOTSTRAP_ADMIN_TOKEN): a pk_ value with at least 16 more characters.
+func CheckBootstrap(value string) error {
 	if !strings.HasPrefix(value, PlatformPrefix) || len(value) < len(PlatformPrefix)+16 {
 		return fmt.Errorf("bootstrap token must start with %q and carry at least 16 more characters", PlatformPrefix)
-	}
-	if !kind.Valid() {
-		return fmt.Errorf("%w: %q", ErrInvalidKind, kind)
-	}
-	h := Hash(value)
-	var existing Token
-	err := s.db.WithContext(ctx).Where("hash = ?", h).Take(&existing).Error
-	switch {
-	case err == nil:
-		if existing.RevokedAt != nil || existing.Kind != kind || existing.AgentID != "" {
-			return s.db.WithContext(ctx).Model(&Token{}).Where("id = ?", existing.ID).
-				Updates(map[string]any{"revoked_at": nil, "kind": kind, "agent_id": ""}).Error
-		}
-		return nil
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		t := Token{ID: NewID("t"), Name: name, Kind: kind, Hash: h, CreatedAt: time.Now().UTC()}
-		if err := s.db.WithContext(ctx).Create(&t).Error; err != nil && !errors.Is(err, gorm.ErrDuplicatedKey) {
-			return fmt.Errorf("ensure token: %w", err)
-		}
-		return nil
-	default:
-		return fmt.Errorf("ensure token: %w", err)
-	}
-}
-
-// Count reports how many tokens exist, revoked ones included.
-func (s *Tokens) Count(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.db.WithContext(ctx).Model(&Token{}).Count(&n).Error; err != nil {
-		return 0, fmt.Errorf("count tokens: %w", err)
-	}
-	return n, nil
-}
-
-// Get returns the token with id (its hash, never a value), or ErrNotFound.
-func (s *Tokens) Get(ctx context.Context, id string) (Token, error) {
-	var t Token
-	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&t).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Token{}, ErrNotFound
-	}
-	if err != nil {
-		return Token{}, fmt.Errorf("get token: %w", err)
-	}
-	return t, nil
-}
-
-// Revoke stops a token from working at once. A missing token is ErrNotFound.
-func (s *Tokens) Revoke(ctx context.Context, id string) error {
-	now := time.Now().UTC()
-	res := s.db.WithContext(ctx).Model(&Token{}).Where("id = ? AND revoked_at IS NULL", id).Update("revoked_at", now)
-	if res.Error != nil {
-		return fmt.Errorf("revoke token: %w", res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
 	}
 	return nil
 }
 
-// RevokedSince returns the ids of the tokens revoked at or after since.
-func (s *Tokens) RevokedSince(ctx context.Context, since time.Time) ([]string, error) {
-	var ids []string
-	if err := s.db.WithContext(ctx).Model(&Token{}).Where("revoked_at >= ?", since.UTC()).Pluck("id", &ids).Error; err != nil {
-		return nil, fmt.Errorf("list revoked tokens: %w", err)
-	}
-	return ids, nil
+// Stored is what a credential store keeps of a pk_ token or an ak_ key and Check reads: its hash
+// and whether it was revoked.
+type Stored struct {
+	Hash    string
+	Revoked bool
 }
 
-// Authenticate resolves a pk_ value to its principal. Any other value, or a revoked or unknown token, is ErrUnauthenticated.
-func (s *Tokens) Authenticate(ctx context.Context, value string) (Principal, error) {
-	if !strings.HasPrefix(value, PlatformPrefix) {
-		return Principal{}, ErrUnauthenticated
+// Check verifies value against the credential s that a store found by Hash(value): nil when s
+// is that value's, unrevoked, and ErrUnauthenticated otherwise. The comparison takes constant
+// time.
+func (s Stored) Check(value string) error {
+	if subtle.ConstantTimeCompare([]byte(s.Hash), []byte(Hash(value))) != 1 || s.Revoked {
+		return ErrUnauthenticated
 	}
-	h := Hash(value)
-	var t Token
-	err := s.db.WithContext(ctx).Where("hash = ?", h).Take(&t).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Principal{}, ErrUnauthenticated
-	}
-	if err != nil {
-		return Principal{}, fmt.Errorf("authenticate: %w", err)
-	}
-	if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) != 1 || t.RevokedAt != nil {
-		return Principal{}, ErrUnauthenticated
-	}
-	return Principal{TokenID: t.ID, Name: t.Name, Kind: t.Kind, AgentID: t.AgentID}, nil
+	return nil
 }

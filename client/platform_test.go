@@ -67,7 +67,7 @@ func startPlatform(t *testing.T) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := auth.NewTokens(db)
+	tokens := registry.NewTokens(db)
 	stores := registry.NewStores(db, cipher, objects, webhook.NormalizeRepoURL)
 
 	// Builds: the build handler on the in-process queue, as svc up runs them.
@@ -123,7 +123,7 @@ func startPlatform(t *testing.T) *platform {
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	a, err := api.New(api.Deps{
-		Stores: stores, Objects: objects, Tokens: tokens, APIKeys: auth.NewAPIKeys(db), Signer: signer,
+		Stores: stores, Objects: objects, Tokens: tokens, APIKeys: registry.NewAPIKeys(db), Signer: signer,
 		AppsDomain: "apps.localhost:" + port, Logger: log, Metrics: prometheus.NewRegistry(), Deployer: deployer, Runtimes: router,
 	})
 	if err != nil {

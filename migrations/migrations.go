@@ -59,9 +59,20 @@ const (
 // ErrBadURL is returned by Open for a database URL it cannot use.
 var ErrBadURL = errors.New("migrations: bad database URL")
 
-// DialectOf tells which dialect a gorm handle speaks.
+// DialectOf tells which dialect a gorm handle speaks. It and DialectOfURL are the one way svc
+// tells the dialects apart: code that needs SQL of its own per dialect asks them, never the
+// handle's driver name or the URL's scheme.
 func DialectOf(db *gorm.DB) Dialect {
 	if db.Dialector.Name() == "postgres" {
+		return Postgres
+	}
+	return SQLite
+}
+
+// DialectOfURL tells which dialect a database URL names, as Open reads it: Postgres for a
+// postgres:// or postgresql:// URL, SQLite for anything else (sqlite:PATH or a file path).
+func DialectOfURL(url string) Dialect {
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
 		return Postgres
 	}
 	return SQLite
@@ -100,7 +111,7 @@ func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 	cfg := &gorm.Config{Logger: logger.Discard, TranslateError: true}
 	var dialector gorm.Dialector
 	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+	case DialectOfURL(url) == Postgres:
 		dialector = postgres.Open(url)
 	case url == "":
 		return nil, fmt.Errorf("%w: empty", ErrBadURL)

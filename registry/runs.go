@@ -53,16 +53,46 @@ type RunQuery struct {
 	Before    Cursor // the page after this cursor (of this list and agent); the zero Cursor for the first page
 }
 
-type runRow struct {
-	ID, AgentID, DeployID, SessionID, Kind, Reason, Provider, Model string
-	Steps                                                           int
-	InputTokens, OutputTokens, CachedTokens                         int64
-	TraceID, UserID, AuthMethod, Metadata                           string
-	StartedAt, EndedAt                                              time.Time
+// RunRow is a row of the runs table (migration 00013): one per run (chat turn), written by the
+// runtimes (runner/sessions/dbstore) with the save that stores the turn's result, and read here.
+// It is the one description of the table's columns.
+type RunRow struct {
+	ID           string `gorm:"primaryKey"`
+	AgentID      string
+	DeployID     string
+	SessionID    string
+	Kind         string
+	Reason       string
+	Provider     string
+	Model        string
+	Steps        int
+	InputTokens  int64
+	OutputTokens int64
+	CachedTokens int64
+	TraceID      string
+	UserID       string
+	AuthMethod   string
+	UserKey      string // metadata userId
+	Screen       string // metadata screen
+	Metadata     string // a JSON object of strings
+	StartedAt    time.Time
+	EndedAt      time.Time
 }
 
-const runColumns = "id, agent_id, deploy_id, session_id, kind, reason, provider, model, steps, input_tokens, output_tokens, " +
-	"cached_tokens, trace_id, user_id, auth_method, metadata, started_at, ended_at"
+// TableName names the table of RunRow.
+func (RunRow) TableName() string { return "runs" }
+
+// InsertSQL is the statement that inserts r unless a run of its id is recorded already, and args
+// with its arguments appended (placeholders ?): for a writer that sends it with other statements
+// in one round trip, as the body of a data-modifying WITH on Postgres (runner/sessions/dbstore).
+func (r *RunRow) InsertSQL(args []any) (string, []any) {
+	return "INSERT INTO runs (id, agent_id, deploy_id, session_id, kind, reason, provider, model, steps, " +
+			"input_tokens, output_tokens, cached_tokens, trace_id, user_id, auth_method, user_key, screen, metadata, started_at, ended_at) " +
+			"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+		append(args, r.ID, r.AgentID, r.DeployID, r.SessionID, r.Kind, r.Reason, r.Provider, r.Model, r.Steps,
+			r.InputTokens, r.OutputTokens, r.CachedTokens, r.TraceID, r.UserID, r.AuthMethod, r.UserKey, r.Screen, r.Metadata,
+			r.StartedAt, r.EndedAt)
+}
 
 // Runs reads the runs the runtimes record in the platform database. Safe for concurrent use.
 type Runs struct{ db *gorm.DB }
@@ -81,7 +111,7 @@ func (s *Runs) List(ctx context.Context, agentID string, q RunQuery) ([]Run, err
 // and the cursor of the next page: the zero Cursor when this page is the last. A q.Before of
 // another list or agent is ErrBadCursor.
 func (s *Runs) Page(ctx context.Context, agentID string, q RunQuery) ([]Run, Cursor, error) {
-	tx := s.db.WithContext(ctx).Table("runs").Select(runColumns).Where("agent_id = ?", agentID)
+	tx := s.db.WithContext(ctx).Model(&RunRow{}).Where("agent_id = ?", agentID)
 	for _, f := range [...]struct{ col, v string }{{"user_key", q.UserKey}, {"screen", q.Screen}, {"session_id", q.SessionID}, {"deploy_id", q.DeployID}} {
 		if f.v != "" {
 			tx = tx.Where(f.col+" = ?", f.v)
@@ -91,8 +121,8 @@ func (s *Runs) Page(ctx context.Context, agentID string, q RunQuery) ([]Run, Cur
 	if err != nil {
 		return nil, Cursor{}, err
 	}
-	var rows []runRow
-	if err := tx.Scan(&rows).Error; err != nil {
+	var rows []RunRow
+	if err := tx.Find(&rows).Error; err != nil {
 		return nil, Cursor{}, fmt.Errorf("list runs: %w", err)
 	}
 	out := make([]Run, 0, len(rows))
@@ -109,8 +139,8 @@ func (s *Runs) Page(ctx context.Context, agentID string, q RunQuery) ([]Run, Cur
 
 // Get returns the agent's run id, or ErrRunNotFound.
 func (s *Runs) Get(ctx context.Context, agentID, id string) (Run, error) {
-	var rows []runRow
-	err := s.db.WithContext(ctx).Table("runs").Select(runColumns).Where("id = ? AND agent_id = ?", id, agentID).Limit(1).Scan(&rows).Error
+	var rows []RunRow
+	err := s.db.WithContext(ctx).Where("id = ? AND agent_id = ?", id, agentID).Limit(1).Find(&rows).Error
 	if err != nil {
 		return Run{}, fmt.Errorf("get run: %w", err)
 	}
@@ -120,7 +150,7 @@ func (s *Runs) Get(ctx context.Context, agentID, id string) (Run, error) {
 	return rows[0].run()
 }
 
-func (r *runRow) run() (Run, error) {
+func (r *RunRow) run() (Run, error) {
 	out := Run{ID: r.ID, AgentID: r.AgentID, DeployID: r.DeployID, SessionID: r.SessionID, Kind: r.Kind, Reason: r.Reason,
 		Provider: r.Provider, Model: r.Model, Steps: r.Steps,
 		Usage:   RunUsage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CachedTokens: r.CachedTokens},

@@ -38,11 +38,35 @@ type SessionQuery struct {
 	Before   Cursor
 }
 
-type sessionSummaryRow struct {
-	ID, AgentID, Agent, ScopeID, Owner, DeployID, Title, Status, Metadata string
-	TokensUsed                                                            int64
-	CreatedAt, UpdatedAt                                                  time.Time
+// SessionRow is a row of the sessions table (migration 00003): a chat session's record, without
+// its history, written by the runtimes (runner/sessions/dbstore) and listed here. It is the one
+// description of the table's columns. Model, Metadata, Context and State hold JSON.
+type SessionRow struct {
+	ID               string `gorm:"primaryKey"`
+	AgentID          string
+	Owner            string
+	ScopeID          string
+	Agent            string
+	Skill            string
+	DeployID         string
+	Model            string
+	MaxSessionTokens int64
+	TokensUsed       int64
+	InputTokens      int64
+	OutputTokens     int64
+	CachedTokens     int64
+	StoredBytes      int64
+	Title            string
+	Status           string
+	Metadata         string
+	Context          string
+	State            string
+	CreatedAt        time.Time `gorm:"autoCreateTime:false"`
+	UpdatedAt        time.Time `gorm:"autoUpdateTime:false"`
 }
+
+// TableName names the table of SessionRow.
+func (SessionRow) TableName() string { return "sessions" }
 
 // Sessions reads the chat sessions the runtimes keep in the platform database. Safe for
 // concurrent use.
@@ -63,7 +87,8 @@ func (s *Sessions) List(ctx context.Context, agentID string, q SessionQuery) ([]
 // q.Before of another list or agent is ErrBadCursor. A session updated while a client pages
 // moves ahead of its cursor: it is not in later pages (and never twice), but on a new first page.
 func (s *Sessions) Page(ctx context.Context, agentID string, q SessionQuery) ([]SessionSummary, Cursor, error) {
-	tx := s.db.WithContext(ctx).Table("sessions").
+	// The columns of a summary: not the session's model, context and state.
+	tx := s.db.WithContext(ctx).Model(&SessionRow{}).
 		Select("id, agent_id, agent, scope_id, owner, deploy_id, title, status, metadata, tokens_used, created_at, updated_at").
 		Where("agent_id = ?", agentID)
 	for k, v := range q.Metadata {
@@ -73,8 +98,8 @@ func (s *Sessions) Page(ctx context.Context, agentID string, q SessionQuery) ([]
 	if err != nil {
 		return nil, Cursor{}, err
 	}
-	var rows []sessionSummaryRow
-	if err := tx.Scan(&rows).Error; err != nil {
+	var rows []SessionRow
+	if err := tx.Find(&rows).Error; err != nil {
 		return nil, Cursor{}, fmt.Errorf("list sessions: %w", err)
 	}
 	out := make([]SessionSummary, 0, len(rows))

@@ -24,6 +24,8 @@ type Stores struct {
 	Sessions       *Sessions
 	EvalRuns       *EvalRuns
 	Runs           *Runs
+	Tokens         *Tokens
+	APIKeys        *APIKeys
 
 	db *gorm.DB
 }
@@ -36,7 +38,7 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		Secrets: NewSecrets(db, cipher), SourceVersions: NewSourceVersions(db, objects), Pushes: NewPushes(db),
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
 		Feedback: NewFeedback(db), Sessions: NewSessions(db), EvalRuns: NewEvalRuns(db), Runs: NewRuns(db),
-		db: db,
+		Tokens: NewTokens(db), APIKeys: NewAPIKeys(db), db: db,
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"svc/migrations"
 	"svc/runner/runtime"
 	"svc/runner/sandbox"
 
@@ -356,7 +357,7 @@ func loadConfig(fs *pflag.FlagSet) (Config, error) {
 		return Config{}, fmt.Errorf("setting SVC_APPS_DOMAIN (--apps-domain) = %q: want a domain name", c.AppsDomain)
 	}
 	c.AppsDomain = strings.ToLower(strings.Trim(c.AppsDomain, "."))
-	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+	if c.DatabaseURL != "" && migrations.DialectOfURL(c.DatabaseURL) != migrations.Postgres {
 		return Config{}, errors.New("setting DATABASE_URL: want a postgres:// URL (leave it empty for the embedded SQLite database)")
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {

@@ -39,8 +39,6 @@ type platform struct {
 	log       *slog.Logger
 	db        *gorm.DB
 	objects   registry.Objects
-	tokens    *auth.Tokens
-	apiKeys   *auth.APIKeys
 	signer    *auth.Signer
 	secretKey []byte
 	cipher    *registry.Cipher
@@ -181,9 +179,8 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	if p.cipher, err = registry.NewCipher(p.secretKey); err != nil {
 		return nil, err
 	}
-	p.tokens, p.apiKeys = auth.NewTokens(p.db), auth.NewAPIKeys(p.db)
-	p.revocations = auth.NewRevocations(p.signer, p.tokens, 0, log)
 	p.stores = registry.NewStores(p.db, p.cipher, p.objects, webhook.NormalizeRepoURL)
+	p.revocations = auth.NewRevocations(p.signer, p.stores.Tokens, 0, log)
 	p.metrics = prometheus.NewRegistry()
 	p.deploys = p.stores.Deployments
 
@@ -231,21 +228,14 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	return p, nil
 }
 
-// bootstrap makes sure an admin token exists (CONTRACT §3). It returns the value of a token it
-// created, to be printed once; "" otherwise.
+// bootstrap makes sure an admin token exists (registry.Tokens.Bootstrap). It returns the value
+// of a token it created, saved in the data dir and to be printed once; "" otherwise.
 func (p *platform) bootstrap(ctx context.Context) (string, error) {
-	if p.cfg.BootstrapAdmin != "" {
-		if err := p.tokens.Ensure(ctx, "bootstrap", auth.Admin, p.cfg.BootstrapAdmin); err != nil {
-			return "", fmt.Errorf("setting SVC_BOOTSTRAP_ADMIN_TOKEN: %w", err)
-		}
-		return "", nil
+	value, err := p.stores.Tokens.Bootstrap(ctx, p.cfg.BootstrapAdmin)
+	if err != nil && p.cfg.BootstrapAdmin != "" {
+		return "", fmt.Errorf("setting SVC_BOOTSTRAP_ADMIN_TOKEN: %w", err)
 	}
-	n, err := p.tokens.Count(ctx)
-	if err != nil || n > 0 {
-		return "", err
-	}
-	_, value, err := p.tokens.Create(ctx, "first admin", auth.Admin, "")
-	if err != nil {
+	if err != nil || value == "" {
 		return "", err
 	}
 	path := filepath.Join(p.cfg.DataDir, "admin-token")

@@ -225,7 +225,7 @@ func (p *platform) secretHint(ctx context.Context, agentID string) func(name str
 // process (svc up).
 func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commits *workers.CommitCache) (*api.API, error) {
 	return api.New(api.Deps{
-		Stores: p.stores, Objects: p.objects, Tokens: p.tokens, APIKeys: p.apiKeys, Signer: p.signer,
+		Stores: p.stores, Objects: p.objects, Tokens: p.stores.Tokens, APIKeys: p.stores.APIKeys, Signer: p.signer,
 		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, MetricsToken: p.cfg.MetricsToken, Tracer: p.tracer, Evals: p.queueEvals, Deployer: p.newDeployer(commits), Runtimes: runtimes,
 	})
 }

@@ -12,6 +12,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"svc/migrations"
 )
 
 // DB is a Store over a gorm database that carries migrations 00012 and 00016 (SQLite or
@@ -30,7 +32,7 @@ var _ Store = (*DB)(nil)
 // NewDB returns a Store over db.
 func NewDB(db *gorm.DB) *DB {
 	value, at, lock := "?", "?", ""
-	if db.Dialector.Name() == "postgres" {
+	if migrations.DialectOf(db) == migrations.Postgres {
 		// The parameters of an INSERT ... SELECT have no target type to infer.
 		value, at = "CAST(? AS JSON)", "CAST(? AS TIMESTAMPTZ)"
 		// The fence: the run's row is share-locked until the entry commits. Without the lock,
@@ -55,7 +57,7 @@ func NewDB(db *gorm.DB) *DB {
 	// a single UPDATE in BEGIN and COMMIT would only add round trips.
 	db = db.Session(&gorm.Session{SkipDefaultTransaction: true})
 	s := &DB{db: db, recordSQL: recordSQL}
-	if db.Dialector.Name() == "postgres" {
+	if migrations.DialectOf(db) == migrations.Postgres {
 		// The claim and the answer's entry in one round trip: a data-modifying WITH is one
 		// statement, so a failed insert (the key exists) undoes the claim too.
 		s.answerSQL = `WITH u AS (UPDATE durable_runs SET status = '` + Running + `', attempt = attempt + 1, executions = 1, ` +

@@ -128,7 +128,7 @@ func resolveURL(cfg agent.StoresConfig, env func(string) (string, bool), hint fu
 		}
 		return "", &unavailableError{reason: fmt.Sprintf("field %q: %s is not set; %s", "stores.url", cfg.URL, how), err: ErrConfig}
 	}
-	isPG := strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+	isPG := migrations.DialectOfURL(url) == migrations.Postgres
 	switch {
 	case cfg.Backend == agent.BackendPostgres && !isPG:
 		return "", &unavailableError{reason: fmt.Sprintf("field %q: backend postgres needs a postgres:// URL, and %s holds something else", "stores.url", cfg.URL), err: ErrConfig}

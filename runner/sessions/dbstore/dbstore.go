@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"svc/migrations"
+	"svc/registry"
 	"svc/runner/sessions"
 )
 
@@ -32,33 +33,6 @@ var (
 
 // New returns a store over db, which must carry migration 00003.
 func New(db *gorm.DB) *Store { return &Store{db: db} }
-
-type sessionRow struct {
-	ID               string `gorm:"primaryKey"`
-	AgentID          string
-	Owner            string
-	ScopeID          string
-	Agent            string
-	Skill            string
-	DeployID         string
-	Model            string
-	MaxSessionTokens int64
-	TokensUsed       int64
-	InputTokens      int64
-	OutputTokens     int64
-	CachedTokens     int64
-	StoredBytes      int64
-	Title            string
-	Status           string
-	Metadata         string
-	Context          string
-	State            string
-	CreatedAt        time.Time `gorm:"autoCreateTime:false"`
-	UpdatedAt        time.Time `gorm:"autoUpdateTime:false"`
-}
-
-// TableName names the table for gorm.
-func (sessionRow) TableName() string { return "sessions" }
 
 type messageRow struct {
 	SessionID string `gorm:"primaryKey"`
@@ -82,7 +56,7 @@ func (st *Store) Load(ctx context.Context, id string) (*sessions.Session, error)
 
 // record reads the session record of id, without messages.
 func (st *Store) record(ctx context.Context, id string) (*sessions.Session, error) {
-	var row sessionRow
+	var row registry.SessionRow
 	err := st.db.WithContext(ctx).Where("id = ?", id).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, sessions.ErrNotFound
@@ -141,7 +115,7 @@ func (st *Store) Refresh(ctx context.Context, have *sessions.Session) (*sessions
 // snapshot is the isolation level of a consistent read: repeatable read on Postgres; SQLite's
 // transactions are serializable already.
 func (st *Store) snapshot() sql.IsolationLevel {
-	if st.db.Dialector.Name() == "postgres" {
+	if migrations.DialectOf(st.db) == migrations.Postgres {
 		return sql.LevelRepeatableRead
 	}
 	return sql.LevelDefault
@@ -159,7 +133,7 @@ func (st *Store) SaveRun(ctx context.Context, s *sessions.Session, from int, run
 	if err != nil {
 		return err
 	}
-	var rr *runRow
+	var rr *registry.RunRow
 	if run != nil {
 		if rr, err = toRunRow(run); err != nil {
 			return err
@@ -212,7 +186,7 @@ func (st *Store) List(ctx context.Context, q sessions.Query) ([]*sessions.Sessio
 	for _, k := range slices.Sorted(maps.Keys(q.Metadata)) {
 		tx = migrations.WhereJSONKey(tx, "metadata", k, q.Metadata[k])
 	}
-	var rows []sessionRow
+	var rows []registry.SessionRow
 	if err := tx.Order("updated_at DESC").Order("id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -234,10 +208,10 @@ func (st *Store) Delete(ctx context.Context, id string) error {
 		if err := tx.Where("session_id = ?", id).Delete(&messageRow{}).Error; err != nil {
 			return err
 		}
-		if err := tx.Where("session_id = ?", id).Delete(&runRow{}).Error; err != nil {
+		if err := tx.Where("session_id = ?", id).Delete(&registry.RunRow{}).Error; err != nil {
 			return err
 		}
-		res := tx.Where("id = ?", id).Delete(&sessionRow{})
+		res := tx.Where("id = ?", id).Delete(&registry.SessionRow{})
 		n = res.RowsAffected
 		return res.Error
 	})
@@ -250,7 +224,7 @@ func (st *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-func toRow(s *sessions.Session) (*sessionRow, error) {
+func toRow(s *sessions.Session) (*registry.SessionRow, error) {
 	model, err := json.Marshal(s.Model)
 	if err != nil {
 		return nil, fmt.Errorf("save session %s: model: %w", s.ID, err)
@@ -271,7 +245,7 @@ func toRow(s *sessions.Session) (*sessionRow, error) {
 	if status == "" {
 		status = sessions.StatusIdle
 	}
-	return &sessionRow{
+	return &registry.SessionRow{
 		ID: s.ID, AgentID: s.AgentID, Owner: s.Owner, ScopeID: s.ScopeID, Agent: s.Agent, Skill: s.Skill,
 		DeployID: s.DeployID, Model: string(model), MaxSessionTokens: int64(s.MaxSessionTokens),
 		TokensUsed: int64(s.Usage.Total()), InputTokens: int64(s.Usage.InputTokens),
@@ -281,7 +255,7 @@ func toRow(s *sessions.Session) (*sessionRow, error) {
 	}, nil
 }
 
-func fromRow(r *sessionRow) (*sessions.Session, error) {
+func fromRow(r *registry.SessionRow) (*sessions.Session, error) {
 	s := &sessions.Session{
 		ID: r.ID, AgentID: r.AgentID, Owner: r.Owner, ScopeID: r.ScopeID, Agent: r.Agent, Skill: r.Skill,
 		DeployID: r.DeployID, MaxSessionTokens: int(r.MaxSessionTokens),
@@ -306,7 +280,7 @@ func fromRow(r *sessionRow) (*sessions.Session, error) {
 // AgentStoredBytes implements sessions.Sizer: one indexed sum over the agent's sessions.
 func (st *Store) AgentStoredBytes(ctx context.Context, agentID string) (int64, error) {
 	var n int64
-	err := st.db.WithContext(ctx).Model(&sessionRow{}).Where("agent_id = ?", agentID).Select("COALESCE(SUM(stored_bytes), 0)").Scan(&n).Error
+	err := st.db.WithContext(ctx).Model(&registry.SessionRow{}).Where("agent_id = ?", agentID).Select("COALESCE(SUM(stored_bytes), 0)").Scan(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("sum stored bytes of agent %s: %w", agentID, err)
 	}
@@ -333,7 +307,7 @@ func unmarshalMap(s string, m *map[string]string) error {
 // running, at most 10,000.
 func (st *Store) Running(ctx context.Context) ([]string, error) {
 	var ids []string
-	if err := st.db.WithContext(ctx).Model(&sessionRow{}).Where("status = ?", sessions.StatusRunning).Limit(10_000).Pluck("id", &ids).Error; err != nil {
+	if err := st.db.WithContext(ctx).Model(&registry.SessionRow{}).Where("status = ?", sessions.StatusRunning).Limit(10_000).Pluck("id", &ids).Error; err != nil {
 		return nil, fmt.Errorf("list running sessions: %w", err)
 	}
 	return ids, nil

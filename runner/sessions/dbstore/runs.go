@@ -4,43 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 
 	"svc/migrations"
+	"svc/registry"
 	"svc/runner/sessions"
 )
 
-// runRow is a row of the runs table (migration 00013): one per run (chat turn), written with
-// the save that stores the turn's result. The platform reads them (registry.Runs).
-type runRow struct {
-	ID           string `gorm:"primaryKey"`
-	AgentID      string
-	DeployID     string
-	SessionID    string
-	Kind         string
-	Reason       string
-	Provider     string
-	Model        string
-	Steps        int
-	InputTokens  int64
-	OutputTokens int64
-	CachedTokens int64
-	TraceID      string
-	UserID       string
-	AuthMethod   string
-	UserKey      string // metadata userId
-	Screen       string // metadata screen
-	Metadata     string
-	StartedAt    time.Time
-	EndedAt      time.Time
-}
-
-// TableName names the table for gorm.
-func (runRow) TableName() string { return "runs" }
-
-func toRunRow(r *sessions.Run) (*runRow, error) {
+func toRunRow(r *sessions.Run) (*registry.RunRow, error) {
 	meta, err := marshalMap(r.Metadata)
 	if err != nil {
 		return nil, fmt.Errorf("record run %s: metadata: %w", r.ID, err)
@@ -49,7 +21,7 @@ func toRunRow(r *sessions.Run) (*runRow, error) {
 	if kind == "" {
 		kind = sessions.RunChat
 	}
-	return &runRow{
+	return &registry.RunRow{
 		ID: r.ID, AgentID: r.AgentID, DeployID: r.DeployID, SessionID: r.SessionID, Kind: kind, Reason: r.Reason,
 		Provider: r.Provider, Model: r.Model, Steps: r.Steps,
 		InputTokens: int64(r.Usage.InputTokens), OutputTokens: int64(r.Usage.OutputTokens), CachedTokens: int64(r.Usage.CachedTokens),
@@ -66,7 +38,7 @@ func (st *Store) TraceSession(ctx context.Context, agentID, traceID string) (str
 		return "", sessions.ErrNoTrace
 	}
 	var ids []string
-	err := st.db.WithContext(ctx).Table("runs").Where("agent_id = ? AND trace_id = ?", agentID, traceID).Limit(1).Pluck("session_id", &ids).Error
+	err := st.db.WithContext(ctx).Model(&registry.RunRow{}).Where("agent_id = ? AND trace_id = ?", agentID, traceID).Limit(1).Pluck("session_id", &ids).Error
 	if err != nil {
 		return "", fmt.Errorf("find the run of trace %s: %w", traceID, err)
 	}
@@ -82,7 +54,7 @@ const messageBatch = 200
 // unsaved is what insertRunWithMessages left for the caller to insert: a run (nil when none) and
 // entries (nil when none).
 type unsaved struct {
-	run  *runRow
+	run  *registry.RunRow
 	msgs []messageRow
 }
 
@@ -92,20 +64,14 @@ type unsaved struct {
 // there are entries). It returns what it did not insert: everything on SQLite (no
 // data-modifying CTEs there, and no network round trip to save), or when rr or msgs is empty.
 // Both inserts keep what is stored already (ON CONFLICT DO NOTHING), as the separate ones do.
-func insertRunWithMessages(tx *gorm.DB, rr *runRow, msgs []messageRow) (unsaved, error) {
+func insertRunWithMessages(tx *gorm.DB, rr *registry.RunRow, msgs []messageRow) (unsaved, error) {
 	if rr == nil || len(msgs) == 0 || migrations.DialectOf(tx) != migrations.Postgres {
 		return unsaved{run: rr, msgs: nilIfEmpty(msgs)}, nil
 	}
 	first := msgs[:min(len(msgs), messageBatch)]
+	run, args := rr.InsertSQL(make([]any, 0, 20+5*len(first)))
 	var q strings.Builder
-	q.WriteString("WITH run AS (INSERT INTO runs (id, agent_id, deploy_id, session_id, kind, reason, provider, model, steps, " +
-		"input_tokens, output_tokens, cached_tokens, trace_id, user_id, auth_method, user_key, screen, metadata, started_at, ended_at) " +
-		"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING) " +
-		"INSERT INTO session_messages (session_id, seq, role, payload, created_at) VALUES ")
-	args := make([]any, 0, 20+5*len(first))
-	args = append(args, rr.ID, rr.AgentID, rr.DeployID, rr.SessionID, rr.Kind, rr.Reason, rr.Provider, rr.Model, rr.Steps,
-		rr.InputTokens, rr.OutputTokens, rr.CachedTokens, rr.TraceID, rr.UserID, rr.AuthMethod, rr.UserKey, rr.Screen, rr.Metadata,
-		rr.StartedAt, rr.EndedAt)
+	q.WriteString("WITH run AS (" + run + ") INSERT INTO session_messages (session_id, seq, role, payload, created_at) VALUES ")
 	for i := range first {
 		if i > 0 {
 			q.WriteString(", ")
