@@ -125,10 +125,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // turnCodes are the codes of a turn's refusals.
 var turnCodes = map[turn.Kind]string{
-	turn.Invalid:     CodeInvalidRequest,
-	turn.Busy:        CodeTurnInProgress,
-	turn.SessionFull: CodeSessionFull,
-	turn.AgentFull:   CodeAgentFull,
+	turn.Invalid:      CodeInvalidRequest,
+	turn.Busy:         CodeTurnInProgress,
+	turn.SessionFull:  CodeSessionFull,
+	turn.AgentFull:    CodeAgentFull,
+	turn.NotFound:     CodeNotFound,
+	turn.NoActiveTurn: CodeNoActiveTurn,
 }
 
 // fromTurn is the answer to a turn's refusal.
@@ -137,7 +139,11 @@ func fromTurn(e *turn.Error) *APIError {
 	if !ok {
 		code = CodeInternal
 	}
-	return &APIError{Code: code, Message: e.Message, Field: e.Field}
+	msg := e.Message
+	if msg == "" {
+		msg = catalog[code].msg
+	}
+	return &APIError{Code: code, Message: msg, Field: e.Field}
 }
 
 // blockedError is a message refused by the preInput guardrail: 422 MESSAGE_BLOCKED in the

@@ -18,17 +18,29 @@ const (
 	SessionFull
 	// AgentFull is a message over the agent's storage bound.
 	AgentFull
+	// NotFound is a session that is missing, another agent's, or hidden from the Caller: the
+	// same answer for each (spec 4.6 rule 2).
+	NotFound
+	// NoActiveTurn is a queued message for a session with no turn here accepting messages.
+	NoActiveTurn
 )
 
-// Error is a turn refused before anything ran; nothing was stored.
+// Error is a turn or a session operation refused before anything ran; nothing was stored.
 type Error struct {
-	Kind    Kind
-	Field   string // for Invalid
+	Kind  Kind
+	Field string // for Invalid
+	// Message says why; "" for NotFound and NoActiveTurn, which say nothing more than their Kind.
 	Message string
 }
 
 // Error implements error.
 func (e *Error) Error() string {
+	switch {
+	case e.Message == "" && e.Kind == NotFound:
+		return "turn: session not found"
+	case e.Message == "" && e.Kind == NoActiveTurn:
+		return "turn: no turn of this session is accepting messages"
+	}
 	if e.Field != "" {
 		return "turn: " + e.Field + ": " + e.Message
 	}

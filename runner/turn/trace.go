@@ -11,13 +11,6 @@ import (
 	"svc/runner/loop"
 )
 
-// Caller is who sent a turn's message: the verified user of a runtime token ("" for a trusted
-// caller) and how the request was authenticated.
-type Caller struct {
-	UserID     string
-	AuthMethod string
-}
-
 // turnSpan is a turn's span and what its attributes need from the turn's start.
 type turnSpan struct {
 	trace.Span

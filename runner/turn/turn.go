@@ -26,20 +26,22 @@ import (
 // MaxMetadataKeys bounds the metadata keys a session holds (spec §8).
 const MaxMetadataKeys = 50
 
-// Start is a chat message to run on a session whose turn Lock the caller holds.
+// Start is a message to run as a turn (Engine.Open).
 type Start struct {
-	Session *live.Session
-	Lock    Lock
+	// SessionID names the session to continue, or to create with that id when none exists; ""
+	// creates a session with a new id.
+	SessionID string
+	// New are the settings of a session created for the turn.
+	New Settings
 	// Text and Parts are the user's message; Parts carry their content (Data). Redacted says
 	// that a guardrail changed Text: the client is told the text that was kept.
 	Text     string
 	Redacted bool
 	Parts    []models.Part
-	// Size is EntrySize of the message, as CheckAgentStorage counted it.
-	Size int64
 	// Warnings are told to the client before the turn runs (attachments left out, say).
 	Warnings []string
-	// Caller is who sent the message, recorded on the turn's span.
+	// Caller is who sent the message: the sessions it may continue, the owner and scope of one
+	// created for it, and the user recorded on the turn's span and run.
 	Caller Caller
 	// Attachments are the message's files as sent, for the turn's tools.
 	Attachments []tools.Attachment
@@ -51,7 +53,7 @@ type Start struct {
 	Eval *tools.EvalPolicy
 }
 
-// Turn is one chat turn between Begin and the done frame of Run.
+// Turn is one chat turn between Open and the done frame of Run.
 type Turn struct {
 	e        *Engine
 	l        *live.Session
@@ -79,19 +81,19 @@ type Turn struct {
 	budget   int
 	used     int
 	run      *sessions.Run // the run's record as it began (runs.go)
-	ended    *sessions.Run // a run its process left running, which Begin ended, or nil
+	ended    *sessions.Run // a run its process left running, which begin ended, or nil
 }
 
 // SessionID is the id of the turn's session.
 func (t *Turn) SessionID() string { return t.l.ID }
 
-// Begin admits st's message on its session and stores it, so that history shows it even if the
-// process dies. Every check that can refuse the message (an *Error) comes before its
-// attachments are stored, so a refused message stores nothing; on any error the Lock is
-// released. On success the Turn owns the Lock until Run or Abandon.
-func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
-	l := st.Session
-	t := &Turn{e: e, l: l, lock: st.Lock, queue: loop.NewQueue()}
+// begin admits st's message, of size bytes (EntrySize), on session l whose turn Lock lk the
+// caller holds, and stores it, so that history shows it even if the process dies. Every check
+// that can refuse the message (an *Error) comes before its attachments are stored, so a refused
+// message stores nothing; on any error the Lock is released. On success the Turn owns the Lock
+// until Run or Abandon.
+func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64, st Start) (*Turn, error) {
+	t := &Turn{e: e, l: l, lock: lk, queue: loop.NewQueue()}
 	// The history the model will see is taken, and its attachments read back, before the
 	// message's content goes to the session's blobs, apart from its history rows; then setup
 	// cannot fail.
@@ -99,7 +101,7 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 	// A turn its process left running (it died, or lost the lock) ends now, interrupted, with
 	// what it had streamed: this turn holds the lock, so no other runs.
 	t.ended = sessions.Interrupt(l.S, e.cfg.Now())
-	err := t.admit(st)
+	err := t.admit(st, size)
 	if err == nil {
 		t.readHistory()
 	}
@@ -129,9 +131,9 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 
 // admit checks, under l's mutex, what could refuse the message on the turn's session: its
 // storage bound and the metadata keys it would hold.
-func (t *Turn) admit(st Start) error {
+func (t *Turn) admit(st Start, size int64) error {
 	s := t.l.S
-	if err := t.e.CheckSessionStorage(s, st.Size); err != nil {
+	if err := t.e.checkSessionStorage(s, size); err != nil {
 		return err
 	}
 	if n := len(MergeMetadata(s.Metadata, st.Metadata)); n > MaxMetadataKeys {
@@ -218,7 +220,7 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 	s.StoredBytes += EntrySize(&entry)
 }
 
-// Abandon undoes Begin for a turn that will not run, and releases its Lock.
+// Abandon undoes Open for a turn that will not run, and releases its Lock.
 func (t *Turn) Abandon() {
 	t.l.Lock()
 	if t.l.Turn == t.queue {
