@@ -23,13 +23,9 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err := rt.requireScope(c, req.ScopeID); err != nil {
 		return nil, err
 	}
-	redacted, err := rt.checkInput(&in.text)
-	if err != nil {
-		return nil, err
-	}
 	t, err := rt.turns.Open(ctx, turn.Start{
 		SessionID: req.SessionID, New: req.settings(), Caller: c.who(),
-		Text: in.text, Redacted: redacted, Parts: in.parts, Warnings: in.warnings,
+		Text: in.text, Parts: in.parts, Warnings: in.warnings,
 		Metadata: req.Metadata, Context: req.Context, Attachments: in.files, Eval: req.eval,
 	})
 	if err != nil {
@@ -37,21 +33,6 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	}
 	noteSession(ctx, t.SessionID())
 	return t, nil
-}
-
-// checkInput applies the preInput guardrail to a user's message: a blocked message is a
-// *blockedError (422 MESSAGE_BLOCKED, nothing stored); a redacted one is replaced in *text, and
-// redacted is true.
-func (rt *Runtime) checkInput(text *string) (redacted bool, err error) {
-	if rt.guard == nil {
-		return false, nil
-	}
-	v := rt.guard.Check(*text)
-	if v.Blocked {
-		return false, &blockedError{rule: v.Rule}
-	}
-	*text = v.Text
-	return v.Redacted, nil
 }
 
 // sseSink writes frames to an SSE response; a failed write cancels the turn.

@@ -158,7 +158,6 @@ type Runtime struct {
 	idle       time.Duration
 	mux        *http.ServeMux
 	profiles   *turn.Profiles
-	guard      *agent.InputGuard // svc.json guardrails.preInput; nil checks nothing
 	turns      *turn.Engine
 	bus        *bus
 	cache      *live.Cache // the sessions held in memory between requests
@@ -266,16 +265,15 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	rt.profiles = turn.NewProfiles(rt.ag, ext, opts.ExtraTools)
+	var guard *agent.InputGuard // svc.json guardrails.preInput; nil checks nothing
 	if g := rt.ag.Config.Guardrails; g != nil {
-		guard, err := g.PreInput.Compile()
-		if err != nil {
+		if guard, err = g.PreInput.Compile(); err != nil {
 			return nil, fmt.Errorf("runtime: svc.json: %w", err)
 		}
-		rt.guard = guard
 	}
 	turns, err := turn.NewEngine(turn.Config{
 		Agent: rt.ag, AgentID: opts.AgentID, Profiles: rt.profiles, Cache: rt.cache, Store: rt.store,
-		Blobs: rt.blobs, Locker: locker, Storage: opts.Storage, Models: rt.models,
+		Blobs: rt.blobs, Locker: locker, Guard: guard, Storage: opts.Storage, Models: rt.models,
 		DefaultModel: opts.DefaultModel, MaxTurns: opts.MaxTurns, ContextWindow: opts.ContextWindow,
 		Approvals: rt.hub, ApprovalTimeout: opts.ApprovalTimeout, Observer: newTurnMetrics(opts.Metrics, rt.ag, opts.DefaultModel, rt.profiles.ToolNames()),
 		Tracer: opts.Tracer, DeployID: opts.DeployID,

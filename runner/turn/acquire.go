@@ -61,7 +61,8 @@ type Settings struct {
 }
 
 // Open is the way into a turn, for every entry point (chat, queued turns, automations, channels,
-// MCP): it checks the agent's storage bound, acquires st's session for st.Caller and begins the
+// MCP): it applies the preInput guardrail to st.Text (a *BlockedError, or the text redacted, of
+// which the client is told), checks the agent's storage bound, acquires st's session for st.Caller and begins the
 // turn, storing the user's message so that history shows it even if the process dies. Acquiring follows spec 4.6: a named session is locked
 // before it is read, so that over a shared store no other runtime's turn falls between the read
 // and the lock, and its live copy is brought up to date under the lock, the stored session
@@ -70,6 +71,11 @@ type Settings struct {
 // instead (rules 5, 6). Every refusal (an *Error) comes before anything is stored. On success
 // the Turn holds the session's turn Lock until Run or Abandon.
 func (e *Engine) Open(ctx context.Context, st Start) (*Turn, error) {
+	v := e.cfg.Guard.Check(st.Text)
+	if v.Blocked {
+		return nil, &BlockedError{Rule: v.Rule}
+	}
+	st.Text = v.Text
 	size := EntrySize(&models.Message{Content: st.Text, Parts: st.Parts})
 	if err := e.checkAgentStorage(ctx, size); err != nil {
 		return nil, err
@@ -78,7 +84,7 @@ func (e *Engine) Open(ctx context.Context, st Start) (*Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.begin(ctx, l, lk, size, st)
+	return e.begin(ctx, l, lk, size, v.Redacted, st)
 }
 
 // acquire resolves the session of st and takes its turn lock (Open).

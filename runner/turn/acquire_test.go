@@ -3,6 +3,7 @@ package turn_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,45 @@ func TestOpenSharedStoredWins(t *testing.T) {
 	}
 	if len(s.Messages) != 4 || s.Messages[0].Content != "first" || s.Messages[2].Content != "second" {
 		t.Fatalf("stored %d messages, want both turns in order", len(s.Messages))
+	}
+}
+
+// Open and Queue apply the preInput guardrail whatever the entry point: a blocked message stores
+// nothing, a redacted one runs as redacted and the client is told.
+func TestOpenGuard(t *testing.T) {
+	ag := hello(t)
+	guard, err := (&agent.PreInput{Block: []string{"forbidden"}, Redact: []string{`\d{4}`}}).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New()
+	e, err := turn.NewEngine(turn.Config{
+		Agent: ag, Profiles: turn.NewProfiles(ag, tools.Extensions{}, nil), Store: store, Blobs: &memstore.Blobs{},
+		Locker: &memstore.Locks{}, Cache: live.New(live.Config{Store: store, Idle: time.Minute}), Guard: guard,
+		Models: func(agent.ModelRef) (models.Provider, error) { return models.Echo{}, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var be *turn.BlockedError
+	if _, err := e.Open(ctx, turn.Start{SessionID: "g1", Text: "something forbidden"}); !errors.As(err, &be) || be.Rule != 0 {
+		t.Fatalf("Open: %v, want BlockedError of rule 0", err)
+	}
+	if _, err := store.Load(ctx, "g1"); !errors.Is(err, sessions.ErrNotFound) {
+		t.Fatalf("a blocked message stored its session: %v", err)
+	}
+	if err := e.Queue(ctx, alice, "g1", "forbidden"); !errors.As(err, &be) {
+		t.Fatalf("Queue: %v, want BlockedError", err)
+	}
+	tu, err := e.Open(ctx, turn.Start{SessionID: "g1", Text: "pin 1234"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f frames
+	tu.Run(ctx, &f)
+	s, _ := store.Load(ctx, "g1")
+	if !strings.Contains(f.types(), "input_redacted") || strings.Contains(s.Messages[0].Content, "1234") {
+		t.Fatalf("frames %q, stored %q: want the message redacted and the client told", f.types(), s.Messages[0].Content)
 	}
 }

@@ -65,6 +65,9 @@ type Config struct {
 	Blobs    sessions.Blobs
 	Locker   sessions.Locker
 	Storage  StorageLimits
+	// Guard is svc.json's guardrails.preInput, applied to every message of Open and Queue; nil
+	// checks nothing.
+	Guard *agent.InputGuard
 	// Models returns the provider of a model reference.
 	Models func(agent.ModelRef) (models.Provider, error)
 	// DefaultModel applies when a session chose no model and svc.json has no models.main.

@@ -52,5 +52,17 @@ func invalid(field, format string, args ...any) *Error {
 	return &Error{Kind: Invalid, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
 }
 
+// BlockedError is a message refused by the agent's preInput guardrail (Config.Guard): nothing
+// was stored.
+type BlockedError struct {
+	// Rule is the block pattern that matched, counted from 0.
+	Rule int
+}
+
+// Error implements error.
+func (e *BlockedError) Error() string {
+	return fmt.Sprintf("the message matches block rule %d of the agent's preInput guardrail (svc.json guardrails.preInput.block[%d]); nothing was stored", e.Rule+1, e.Rule)
+}
+
 // ErrLockLost is the cancellation cause of a turn whose session lock was lost.
 var ErrLockLost = errors.New("turn: the session's turn lock was lost")

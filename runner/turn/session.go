@@ -60,10 +60,16 @@ func (e *Engine) find(ctx context.Context, who Caller, id string) (*live.Session
 func errNotFound() error { return &Error{Kind: NotFound} }
 
 // Queue hands text, from who, to the turn that runs on session id (in this runtime), which the
-// loop reads between its steps. A session who may not see is NotFound; a message over the
+// loop reads between its steps. The preInput guardrail applies first (a *BlockedError, or the
+// text redacted); a session who may not see is NotFound; a message over the
 // session's storage bound SessionFull; a session with no turn here accepting messages
 // NoActiveTurn.
 func (e *Engine) Queue(ctx context.Context, who Caller, id, text string) error {
+	v := e.cfg.Guard.Check(text)
+	if v.Blocked {
+		return &BlockedError{Rule: v.Rule}
+	}
+	text = v.Text
 	l, err := e.find(ctx, who, id)
 	if err != nil {
 		return err

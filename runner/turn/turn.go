@@ -33,11 +33,9 @@ type Start struct {
 	SessionID string
 	// New are the settings of a session created for the turn.
 	New Settings
-	// Text and Parts are the user's message; Parts carry their content (Data). Redacted says
-	// that a guardrail changed Text: the client is told the text that was kept.
-	Text     string
-	Redacted bool
-	Parts    []models.Part
+	// Text and Parts are the user's message; Parts carry their content (Data).
+	Text  string
+	Parts []models.Part
 	// Warnings are told to the client before the turn runs (attachments left out, say).
 	Warnings []string
 	// Caller is who sent the message: the sessions it may continue, the owner and scope of one
@@ -87,12 +85,12 @@ type Turn struct {
 // SessionID is the id of the turn's session.
 func (t *Turn) SessionID() string { return t.l.ID }
 
-// begin admits st's message, of size bytes (EntrySize), on session l whose turn Lock lk the
+// begin admits st's message, of size bytes (EntrySize; redacted by the guardrail), on session l whose turn Lock lk the
 // caller holds, and stores it, so that history shows it even if the process dies. Every check
 // that can refuse the message (an *Error) comes before its attachments are stored, so a refused
 // message stores nothing; on any error the Lock is released. On success the Turn owns the Lock
 // until Run or Abandon.
-func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64, st Start) (*Turn, error) {
+func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64, redacted bool, st Start) (*Turn, error) {
 	t := &Turn{e: e, l: l, lock: lk, queue: loop.NewQueue()}
 	// The history the model will see is taken, and its attachments read back, before the
 	// message's content goes to the session's blobs, apart from its history rows; then setup
@@ -119,6 +117,9 @@ func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64
 	}
 	t.files, t.caller, t.eval = st.Attachments, st.Caller, st.Eval
 	t.setup(st, kept)
+	if redacted {
+		t.redacted = st.Text
+	}
 	// An eviction between lookup and lock must not orphan the running turn: its queue is
 	// found through the cache.
 	e.cfg.Cache.Insert(l)
@@ -209,9 +210,6 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 		}
 	}
 	t.warnings = append(t.warnings, st.Warnings...)
-	if st.Redacted {
-		t.redacted = st.Text
-	}
 
 	t.budget, t.used = s.MaxSessionTokens, s.Usage.Total()
 	t.input = []models.Message{{Role: models.RoleUser, Content: st.Text, Parts: st.Parts}}
