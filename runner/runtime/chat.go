@@ -187,8 +187,11 @@ func (rt *Runtime) chatSync(w http.ResponseWriter, r *http.Request, c *caller) e
 // authorizes scopes there.
 func (rt *Runtime) requireScope(c *caller, requested string) error {
 	sc := rt.opts.Agent.Config.Scope
-	if rt.opts.Verifier != nil || sc == nil || !sc.RequireScope || c.who().ScopeFor(requested) != "" {
+	if rt.opts.Verifier != nil || sc == nil || !sc.RequireScope {
 		return nil
+	}
+	if scope, err := c.who().ScopeFor(requested); err != nil || scope != "" {
+		return err
 	}
 	return invalid("scope_id", "is required: svc.json sets scope.requireScope")
 }

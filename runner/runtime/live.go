@@ -4,13 +4,14 @@ import (
 	"time"
 
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/sessions"
 	"svc/runner/turn"
 )
 
-// who is c as package turn knows a caller: the tenancy key of the sessions it may take.
-func (c *caller) who() turn.Caller {
-	return turn.Caller{UserID: c.userID, ScopeID: c.scope, AuthMethod: c.method}
+// who is c as an access.Identity, which the tenancy rules of package turn read.
+func (c *caller) who() access.Identity {
+	return access.Identity{UserID: c.userID, Scope: c.scope, Method: access.Method(c.method)}
 }
 
 // settings are the settings of a session the chat request creates.

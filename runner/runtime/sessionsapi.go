@@ -152,7 +152,7 @@ func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller
 	items := make([]historyItem, 0, len(list))
 	who := c.who()
 	for _, s := range list {
-		if who.Sees(s) {
+		if who.Sees(s.Owner, s.ScopeID) {
 			items = append(items, item(s, false))
 		}
 	}

@@ -6,43 +6,15 @@ import (
 	"maps"
 
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 )
 
-// Caller is who asks for a turn or a session: the tenancy key of spec 4.6, and how the request
-// was authenticated (recorded on the turn's span and run).
-type Caller struct {
-	// UserID is the verified user; "" for a trusted caller, which keeps access to owned
-	// sessions (rule 3).
-	UserID string
-	// ScopeID is the credential's scope claim; "" when it has none.
-	ScopeID    string
-	AuthMethod string
-}
-
-// Sees reports whether c may see s (spec 4.6 rules 2, 3, 6): not when s is owned by another
-// verified user, nor when c's credential claims a scope other than s's.
-func (c Caller) Sees(s *sessions.Session) bool {
-	if s.Owner != "" && c.UserID != "" && s.Owner != c.UserID {
-		return false
-	}
-	return c.ScopeID == "" || s.ScopeID == c.ScopeID
-}
-
-// ScopeFor is the scope of a new session: the credential's claim overrides the requested one
-// (rule 6).
-func (c Caller) ScopeFor(requested string) string {
-	if c.ScopeID != "" {
-		return c.ScopeID
-	}
-	return requested
-}
-
-// Settings are what a session created for a Caller starts with.
+// Settings are what a session created for a caller starts with.
 type Settings struct {
-	// ScopeID is the requested scope; the Caller's claim overrides it.
+	// ScopeID is the requested scope, as access.Identity.ScopeFor decides it.
 	ScopeID string
 	// Agent and Skill name the session's agent and skill (Profiles.Resolve); an unknown one is
 	// an Invalid Error.
@@ -61,7 +33,7 @@ type Settings struct {
 }
 
 // Open is the way into a turn, for every entry point (chat, queued turns, automations, channels,
-// MCP): it applies the preInput guardrail to st.Text (a *BlockedError, or the text redacted, of
+// MCP), for the caller st.Caller: it applies the preInput guardrail to st.Text (a *BlockedError, or the text redacted, of
 // which the client is told), checks the agent's storage bound, acquires st's session for st.Caller and begins the
 // turn, storing the user's message so that history shows it even if the process dies. Acquiring follows spec 4.6: a named session is locked
 // before it is read, so that over a shared store no other runtime's turn falls between the read
@@ -122,7 +94,7 @@ func (e *Engine) acquire(ctx context.Context, st Start) (*live.Session, Lock, er
 // resume returns session id for a caller that holds its turn lock: the latest stored or live
 // session, or a new one of that id when none exists; nil when who may not see it or it belongs
 // to another agent.
-func (e *Engine) resume(ctx context.Context, who Caller, set Settings, id string) (*live.Session, error) {
+func (e *Engine) resume(ctx context.Context, who access.Identity, set Settings, id string) (*live.Session, error) {
 	l, err := e.cfg.Cache.Latest(ctx, id)
 	switch {
 	case errors.Is(err, sessions.ErrNotFound):
@@ -139,7 +111,7 @@ func (e *Engine) resume(ctx context.Context, who Caller, set Settings, id string
 
 // create makes a live session of id for who (stored at its first turn). When a live session of
 // that id appeared meanwhile it is returned instead if who may see it, else nil.
-func (e *Engine) create(who Caller, set Settings, id string) (*live.Session, error) {
+func (e *Engine) create(who access.Identity, set Settings, id string) (*live.Session, error) {
 	s, err := e.newSession(id, who, set)
 	if err != nil {
 		return nil, err
@@ -153,14 +125,18 @@ func (e *Engine) create(who Caller, set Settings, id string) (*live.Session, err
 }
 
 // newSession builds session id of who with set, not stored yet.
-func (e *Engine) newSession(id string, who Caller, set Settings) (*sessions.Session, error) {
+func (e *Engine) newSession(id string, who access.Identity, set Settings) (*sessions.Session, error) {
 	agentName, _, err := e.cfg.Profiles.Resolve(set.Agent, set.Skill)
+	if err != nil {
+		return nil, err
+	}
+	scope, err := who.ScopeFor(set.ScopeID)
 	if err != nil {
 		return nil, err
 	}
 	now := e.cfg.Now()
 	s := &sessions.Session{
-		ID: id, AgentID: e.cfg.AgentID, Owner: who.UserID, ScopeID: who.ScopeFor(set.ScopeID),
+		ID: id, AgentID: e.cfg.AgentID, Owner: who.UserID, ScopeID: scope,
 		Agent: agentName, Skill: set.Skill, DeployID: set.DeployID, Status: sessions.StatusIdle,
 		Model: set.Model, MaxSessionTokens: set.MaxSessionTokens,
 		Context: maps.Clone(set.Context), Metadata: maps.Clone(set.Metadata), CreatedAt: now, UpdatedAt: now,
@@ -175,8 +151,8 @@ func (e *Engine) newSession(id string, who Caller, set Settings) (*sessions.Sess
 }
 
 // seenBy reports whether who may see the live session (spec 4.6).
-func seenBy(l *live.Session, who Caller) bool {
+func seenBy(l *live.Session, who access.Identity) bool {
 	l.Lock()
 	defer l.Unlock()
-	return who.Sees(l.S)
+	return who.Sees(l.S.Owner, l.S.ScopeID)
 }

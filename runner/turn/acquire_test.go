@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"svc/agent"
+	"svc/runner/access"
 	"svc/runner/loop"
 	"svc/runner/models"
 	"svc/runner/sessions"
@@ -18,8 +19,8 @@ import (
 )
 
 var (
-	alice = turn.Caller{UserID: "alice", AuthMethod: "runtime_token"}
-	bob   = turn.Caller{UserID: "bob", AuthMethod: "runtime_token"}
+	alice = access.Identity{UserID: "alice", Method: access.MethodRuntimeToken}
+	bob   = access.Identity{UserID: "bob", Method: access.MethodRuntimeToken}
 )
 
 // run opens a turn for st and runs it to its end, returning the turn's session id.
@@ -39,19 +40,19 @@ func run(t *testing.T, e *turn.Engine, st turn.Start) string {
 // claim; a session the caller may not see is never continued: the caller gets a new session.
 func TestOpenTenancy(t *testing.T) {
 	r := newRig(t, models.Echo{}, nil, turn.StorageLimits{})
-	scoped := turn.Caller{UserID: "alice", ScopeID: "team-a"}
+	scoped := access.Identity{UserID: "alice", Scope: "team-a", Method: access.MethodRuntimeToken}
 	if id := run(t, r.e, turn.Start{SessionID: "thread:1", Caller: scoped, New: turn.Settings{ScopeID: "team-b"}, Text: "hi"}); id != "thread:1" {
 		t.Fatalf("session %q, want the named one created", id)
 	}
 	if s := r.stored(t, "thread:1"); s.Owner != "alice" || s.ScopeID != "team-a" {
 		t.Fatalf("owner %q scope %q, want alice in the claim's scope team-a", s.Owner, s.ScopeID)
 	}
-	for name, who := range map[string]turn.Caller{"another user": bob, "another scope": {UserID: "alice", ScopeID: "team-b"}} {
+	for name, who := range map[string]access.Identity{"another user": bob, "another scope": {UserID: "alice", Scope: "team-b"}} {
 		if id := run(t, r.e, turn.Start{SessionID: "thread:1", Caller: who, Text: "let me in"}); id == "thread:1" {
 			t.Errorf("%s continued alice's session", name)
 		}
 	}
-	if id := run(t, r.e, turn.Start{SessionID: "thread:1", Caller: turn.Caller{}, Text: "trusted"}); id != "thread:1" {
+	if id := run(t, r.e, turn.Start{SessionID: "thread:1", Caller: access.Identity{Method: access.MethodAuthToken}, Text: "trusted"}); id != "thread:1" {
 		t.Fatalf("a trusted caller got session %q, want alice's", id)
 	}
 	if s := r.stored(t, "thread:1"); len(s.Messages) != 4 {

@@ -4,7 +4,7 @@
 // (loop.Run against a Sink) and finish (record the result on the session, store it, release the
 // turn lock). It is where tools, approvals and durable starts plug into a turn, and the one place
 // that acquires sessions: every way into a turn (chat and its streams, queued messages,
-// automations, channels, MCP) calls Engine.Open with a Caller, and the session routes call Get,
+// automations, channels, MCP) calls Engine.Open with the caller's access.Identity, and the session routes call Get,
 // Prepare, Queue, Update and Delete, so that a session another caller may not see is hidden the
 // same way everywhere. It knows nothing of HTTP: package runtime decodes requests and hands the
 // frames to its SSE, sync or AI SDK sink.

@@ -6,18 +6,19 @@ import (
 	"fmt"
 
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/models"
 	"svc/runner/sessions"
 	"svc/runner/sessions/live"
 )
 
 // The session operations besides a turn, under the same rules as Open: a session another
-// Caller may not see is NotFound, the same answer as a missing one (spec 4.6 rule 2), and a
+// caller may not see is NotFound, the same answer as a missing one (spec 4.6 rule 2), and a
 // change over a shared store is made under the session's turn lock from its latest state.
 
 // Prepare creates a session for who with set and returns its id: live here, and stored at its
 // first turn (POST /sessions). An unknown agent or skill is an Invalid Error.
-func (e *Engine) Prepare(who Caller, set Settings) (string, error) {
+func (e *Engine) Prepare(who access.Identity, set Settings) (string, error) {
 	s, err := e.newSession(auth.NewID("ses_"), who, set)
 	if err != nil {
 		return "", err
@@ -28,7 +29,7 @@ func (e *Engine) Prepare(who Caller, set Settings) (string, error) {
 
 // Get returns a copy of session id when who may see it; a NotFound Error when it is missing,
 // another agent's or hidden from who.
-func (e *Engine) Get(ctx context.Context, who Caller, id string) (*sessions.Session, error) {
+func (e *Engine) Get(ctx context.Context, who access.Identity, id string) (*sessions.Session, error) {
 	l, err := e.find(ctx, who, id)
 	if err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func (e *Engine) Get(ctx context.Context, who Caller, id string) (*sessions.Sess
 
 // find returns the live session id when who may see it, else a NotFound Error. The caller is
 // done with it with Cache.Done.
-func (e *Engine) find(ctx context.Context, who Caller, id string) (*live.Session, error) {
+func (e *Engine) find(ctx context.Context, who access.Identity, id string) (*live.Session, error) {
 	l, err := e.cfg.Cache.Lookup(ctx, id)
 	if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, live.ErrOtherAgent) {
 		return nil, errNotFound()
@@ -64,7 +65,7 @@ func errNotFound() error { return &Error{Kind: NotFound} }
 // text redacted); a session who may not see is NotFound; a message over the
 // session's storage bound SessionFull; a session with no turn here accepting messages
 // NoActiveTurn.
-func (e *Engine) Queue(ctx context.Context, who Caller, id, text string) error {
+func (e *Engine) Queue(ctx context.Context, who access.Identity, id, text string) error {
 	v := e.cfg.Guard.Check(text)
 	if v.Blocked {
 		return &BlockedError{Rule: v.Rule}
@@ -93,7 +94,7 @@ func (e *Engine) Queue(ctx context.Context, who Caller, id, text string) error {
 // under the session's turn lock, from its latest state, or, while a turn runs here, on the live
 // copy that turn will store; a turn that runs in another runtime is Busy. An error of change is
 // returned as it is, and nothing is saved.
-func (e *Engine) Update(ctx context.Context, who Caller, id string, change func(*sessions.Session) error) (*sessions.Session, error) {
+func (e *Engine) Update(ctx context.Context, who access.Identity, id string, change func(*sessions.Session) error) (*sessions.Session, error) {
 	l, err := e.find(ctx, who, id)
 	if err != nil {
 		return nil, err
@@ -142,7 +143,7 @@ func (e *Engine) Update(ctx context.Context, who Caller, id string, change func(
 func errBusy() error { return &Error{Kind: Busy, Message: "a turn is already running in this session"} }
 
 // Delete deletes session id for who, with its attachments: a session whose turn runs is Busy.
-func (e *Engine) Delete(ctx context.Context, who Caller, id string) error {
+func (e *Engine) Delete(ctx context.Context, who access.Identity, id string) error {
 	l, err := e.find(ctx, who, id)
 	if err != nil {
 		return err
@@ -176,7 +177,7 @@ func (e *Engine) Delete(ctx context.Context, who Caller, id string) error {
 
 // checkStored checks who's sight of the stored record too: Update (over an unshared store) and
 // Delete check both the live and the stored owner (rule 2).
-func (e *Engine) checkStored(ctx context.Context, who Caller, l *live.Session) error {
+func (e *Engine) checkStored(ctx context.Context, who access.Identity, l *live.Session) error {
 	l.Lock()
 	persisted := l.Persisted
 	l.Unlock()
@@ -190,7 +191,7 @@ func (e *Engine) checkStored(ctx context.Context, who Caller, l *live.Session) e
 	if err != nil {
 		return err
 	}
-	if !who.Sees(stored) {
+	if !who.Sees(stored.Owner, stored.ScopeID) {
 		return errNotFound()
 	}
 	return nil

@@ -48,7 +48,7 @@ func (t *Turn) endSpan(span turnSpan, res loop.Result) string {
 		attribute.String("svc.agent", span.agent),
 		attribute.String("svc.agent_id", t.e.cfg.AgentID),
 		attribute.String("svc.deploy_id", t.e.cfg.DeployID),
-		attribute.String("svc.auth.method", t.caller.AuthMethod),
+		attribute.String("svc.auth.method", string(t.caller.Method)),
 		attribute.String("gen_ai.request.model", t.ref.Model),
 		attribute.String("gen_ai.provider.name", t.ref.Provider),
 		attribute.String("svc.done.reason", string(res.Reason)),

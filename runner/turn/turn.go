@@ -14,6 +14,7 @@ import (
 
 	"svc/agent"
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/approvals"
 	"svc/runner/loop"
 	"svc/runner/models"
@@ -38,9 +39,9 @@ type Start struct {
 	Parts []models.Part
 	// Warnings are told to the client before the turn runs (attachments left out, say).
 	Warnings []string
-	// Caller is who sent the message: the sessions it may continue, the owner and scope of one
-	// created for it, and the user recorded on the turn's span and run.
-	Caller Caller
+	// Caller is who sent the message: the sessions it may continue (access.Identity.Sees), the
+	// owner and scope of one created for it, and the user recorded on the turn's span and run.
+	Caller access.Identity
 	// Attachments are the message's files as sent, for the turn's tools.
 	Attachments []tools.Attachment
 	// Metadata keys are set on the session (latest value per key); a non-nil Context replaces
@@ -74,7 +75,7 @@ type Turn struct {
 	owner    string            // the session's owner and scope, for the durable runs it starts
 	scope    string
 	eval     *tools.EvalPolicy
-	caller   Caller
+	caller   access.Identity
 	files    []tools.Attachment
 	budget   int
 	used     int
