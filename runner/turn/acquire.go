@@ -32,16 +32,17 @@ type Settings struct {
 	Metadata map[string]string
 }
 
-// Open is the way into a turn, for every entry point (chat, queued turns, automations, channels,
-// MCP), for the caller st.Caller: it applies the preInput guardrail to st.Text (a *BlockedError, or the text redacted, of
-// which the client is told), checks the agent's storage bound, acquires st's session for st.Caller and begins the
-// turn, storing the user's message so that history shows it even if the process dies. Acquiring follows spec 4.6: a named session is locked
-// before it is read, so that over a shared store no other runtime's turn falls between the read
-// and the lock, and its live copy is brought up to date under the lock, the stored session
-// winning (live.Cache.Latest); a name that no session has creates one of that name with
-// st.New; a session the caller may not see is never resumed: the caller gets a new session
-// instead (rules 5, 6). Every refusal (an *Error) comes before anything is stored. On success
-// the Turn holds the session's turn Lock until Run or Abandon.
+// Open is the way into a turn for every entry point (chat, queued turns, automations, channels,
+// MCP): it applies the preInput guardrail to st.Text (a *BlockedError, or the text redacted, of
+// which the client is told), checks the agent's storage bound, acquires st's session for
+// st.Caller and begins the turn, storing the user's message so that history shows it even if the
+// process dies. Acquiring follows spec 4.6: a named session is locked before it is read, so that
+// over a shared store no other runtime's turn falls between the read and the lock, and its live
+// copy is brought up to date under the lock, the stored session winning (live.Cache.Latest); a
+// name that no session has creates one of that name with st.New; a session the caller may not
+// see is never resumed: the caller gets a new session instead (rules 5, 6). Every refusal comes
+// before anything is stored. On success the Turn holds the session's turn Lock until Run or
+// Abandon.
 func (e *Engine) Open(ctx context.Context, st Start) (*Turn, error) {
 	v := e.cfg.Guard.Check(st.Text)
 	if v.Blocked {
