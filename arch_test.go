@@ -56,8 +56,8 @@ var dependsOn = map[string][]string{
 	"runner/stores":         {"agent", "runner/models", "runner/tools"},
 	"runner/handlers":       {"agent", "runner/durable", "runner/models", "runner/sandbox", "runner/sse", "runner/tools"},
 	"runner/sessions":       {"runner/loop", "runner/models"},
-	"runner/turn":           {"agent", "runner/approvals", "runner/loop", "runner/models", "runner/sessions", "runner/sse", "runner/tools"},
-	"runner/runtime": {"agent", "runner/approvals", "runner/attachments", "runner/connections", "runner/durable",
+	"runner/turn":           {"agent", "runner/access", "runner/approvals", "runner/loop", "runner/models", "runner/sessions", "runner/sse", "runner/tools"},
+	"runner/runtime": {"agent", "runner/access", "runner/approvals", "runner/attachments", "runner/connections", "runner/durable",
 		"runner/durable/engine", "runner/events", "runner/handlers", "runner/loop", "runner/models", "runner/sandbox", "runner/sessions",
 		"runner/sse", "runner/stores", "runner/tools", "runner/turn"},
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"svc/auth"
-	"svc/runner/sessions"
 )
 
 // Authentication methods, recorded as svc.auth.method.
@@ -71,24 +70,4 @@ func (c *caller) trusted() error {
 		return &APIError{Code: CodeForbidden, Message: "the inspect routes need a trusted caller: a runtime token minted without user_id"}
 	}
 	return nil
-}
-
-// sees reports whether c may see s (spec §4.6 rules 2, 3, 6): not when s is owned by another
-// verified user, nor when c's token claims a scope other than s's.
-func (c *caller) sees(s *sessions.Session) bool {
-	if s.Owner != "" && c.userID != "" && s.Owner != c.userID {
-		return false
-	}
-	if c.scope != "" && s.ScopeID != c.scope {
-		return false
-	}
-	return true
-}
-
-// scopeFor is the scope of a new session: the token's claim overrides the request's (rule 6).
-func (c *caller) scopeFor(requested string) string {
-	if c.scope != "" {
-		return c.scope
-	}
-	return requested
 }

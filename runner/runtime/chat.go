@@ -3,22 +3,18 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
 	"svc/runner/loop"
-	"svc/runner/models"
-	"svc/runner/sessions"
-	"svc/runner/sessions/live"
 	"svc/runner/sse"
 	"svc/runner/tools"
 	"svc/runner/turn"
 )
 
-// beginTurn validates a chat request, resolves its session (spec §4.6), takes the turn lock
-// and begins the turn, which stores the user's message. Every error is returned before
-// anything is streamed.
+// beginTurn validates a chat request and opens its turn (turn.Engine.Open: the session resolved
+// under the tenancy rules of spec §4.6 and locked, the user's message stored). Every error is
+// returned before anything is streamed.
 func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (*turn.Turn, error) {
 	in, err := req.validate()
 	if err != nil {
@@ -27,127 +23,16 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err := rt.requireScope(c, req.ScopeID); err != nil {
 		return nil, err
 	}
-	redacted, err := rt.checkInput(&in.text)
-	if err != nil {
-		return nil, err
-	}
-	size := turn.EntrySize(&models.Message{Content: in.text, Parts: in.parts})
-	if err := rt.turns.CheckAgentStorage(ctx, size); err != nil {
-		return nil, err
-	}
-	l, lk, err := rt.lockSession(ctx, c, req)
-	if err != nil {
-		return nil, err
-	}
-	return rt.turns.Begin(ctx, turn.Start{
-		Session: l, Lock: lk, Text: in.text, Redacted: redacted, Parts: in.parts, Size: size, Warnings: in.warnings,
+	t, err := rt.turns.Open(ctx, turn.Start{
+		SessionID: req.SessionID, New: req.settings(), Caller: c.who(),
+		Text: in.text, Parts: in.parts, Warnings: in.warnings,
 		Metadata: req.Metadata, Context: req.Context, Attachments: in.files, Eval: req.eval,
-		Caller: turn.Caller{UserID: c.userID, AuthMethod: c.method},
 	})
-}
-
-// checkInput applies the preInput guardrail to a user's message: a blocked message is a
-// *blockedError (422 MESSAGE_BLOCKED, nothing stored); a redacted one is replaced in *text, and
-// redacted is true.
-func (rt *Runtime) checkInput(text *string) (redacted bool, err error) {
-	if rt.guard == nil {
-		return false, nil
-	}
-	v := rt.guard.Check(*text)
-	if v.Blocked {
-		return false, &blockedError{rule: v.Rule}
-	}
-	*text = v.Text
-	return v.Redacted, nil
-}
-
-// lockSession resolves the session of a chat request (spec 4.6) and takes its turn lock. A
-// requested id is locked before its session is read, so that over a shared store no other
-// runtime's turn falls between the read and the lock; a copy that was live here already (another
-// request of this runtime holds it) is refreshed under the lock. An unknown id creates a session
-// with that id; a session the caller may not see is never resumed: the caller gets a fresh
-// session instead (rules 5, 6).
-func (rt *Runtime) lockSession(ctx context.Context, c *caller, req *chatRequest) (*live.Session, turn.Lock, error) {
-	if id := req.SessionID; id != "" {
-		lk, err := rt.turns.Lock(ctx, id)
-		if err != nil {
-			return nil, turn.Lock{}, err
-		}
-		l, err := rt.resume(ctx, c, req, id)
-		switch {
-		case err != nil:
-			lk.Release()
-			return nil, turn.Lock{}, err
-		case l != nil:
-			noteSession(ctx, l.ID)
-			return l, lk, nil
-		}
-		lk.Release() // not the caller's: a fresh session instead
-	}
-	l, err := rt.create(c, req, newSessionID())
-	if err != nil {
-		return nil, turn.Lock{}, err
-	}
-	if l == nil {
-		return nil, turn.Lock{}, errors.New("new session id already taken") // 80 random bits: not in practice
-	}
-	lk, err := rt.turns.Lock(ctx, l.ID)
-	if err != nil {
-		rt.cache.Drop(l)
-		return nil, turn.Lock{}, err
-	}
-	noteSession(ctx, l.ID)
-	return l, lk, nil
-}
-
-// resume returns the session id for a turn whose lock the caller holds: the stored or live
-// session, or a new one of that id when none exists; nil when the caller may not see it or it
-// belongs to another agent.
-func (rt *Runtime) resume(ctx context.Context, c *caller, req *chatRequest, id string) (*live.Session, error) {
-	l, loaded, err := rt.cache.Get(ctx, id)
-	if err == nil && rt.opts.SharedStore && !loaded {
-		err = rt.cache.Refresh(ctx, l)
-		if err == nil && !isPersisted(l) {
-			// Prepared here (POST /sessions) or left by a first turn that failed to store it:
-			// another runtime may have stored a session of this id since. The stored one wins.
-			prepared := l
-			rt.cache.Drop(prepared)
-			l, _, err = rt.cache.Get(ctx, id)
-			if errors.Is(err, sessions.ErrNotFound) {
-				l, err = rt.cache.Insert(prepared), nil
-			}
-		}
-	}
-	switch {
-	case errors.Is(err, sessions.ErrNotFound):
-		return rt.create(c, req, id)
-	case errors.Is(err, live.ErrOtherAgent):
-		return nil, nil
-	case err != nil:
-		return nil, err
-	case !seenBy(l, c):
-		return nil, nil
-	}
-	return l, nil
-}
-
-// create makes a live session of id for req (not stored before its first turn). When a live
-// session of that id appeared meanwhile it is returned instead if c may see it, else nil.
-func (rt *Runtime) create(c *caller, req *chatRequest, id string) (*live.Session, error) {
-	agentName, _, err := rt.profiles.Resolve(req.Agent, req.Skill)
 	if err != nil {
 		return nil, err
 	}
-	s := rt.newSession(id, c, sessionFields{
-		scopeID: req.ScopeID, agent: agentName, skill: req.Skill, deployID: req.DeployID,
-		model: req.Model, maxTokens: req.MaxSessionTokens,
-	})
-	mine := rt.cache.NewSession(s, false)
-	l := rt.cache.Insert(mine)
-	if l != mine && !seenBy(l, c) {
-		return nil, nil
-	}
-	return l, nil
+	noteSession(ctx, t.SessionID())
+	return t, nil
 }
 
 // sseSink writes frames to an SSE response; a failed write cancels the turn.
@@ -302,8 +187,11 @@ func (rt *Runtime) chatSync(w http.ResponseWriter, r *http.Request, c *caller) e
 // authorizes scopes there.
 func (rt *Runtime) requireScope(c *caller, requested string) error {
 	sc := rt.opts.Agent.Config.Scope
-	if rt.opts.Verifier != nil || sc == nil || !sc.RequireScope || c.scopeFor(requested) != "" {
+	if rt.opts.Verifier != nil || sc == nil || !sc.RequireScope {
 		return nil
+	}
+	if scope, err := c.who().ScopeFor(requested); err != nil || scope != "" {
+		return err
 	}
 	return invalid("scope_id", "is required: svc.json sets scope.requireScope")
 }

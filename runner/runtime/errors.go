@@ -88,12 +88,13 @@ type errorBody struct {
 	AnsweredBy string `json:"answeredBy,omitempty"`
 }
 
-// writeError answers err: an *APIError as itself, a *turn.Error as its code, anything else as a logged 500 with a
-// generic message.
+// writeError answers err: an *APIError as itself, a *turn.Error as its code, a *turn.BlockedError
+// as 422 MESSAGE_BLOCKED in the platform's envelope {"error": {"code", "message"}} (spec §7 fixes
+// it), anything else as a logged 500 with a generic message.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var ae *APIError
 	var te *turn.Error
-	var be *blockedError
+	var be *turn.BlockedError
 	switch {
 	case errors.As(err, &be):
 		errcode.Write(w, errcode.MessageBlocked, be.Error())
@@ -125,10 +126,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // turnCodes are the codes of a turn's refusals.
 var turnCodes = map[turn.Kind]string{
-	turn.Invalid:     CodeInvalidRequest,
-	turn.Busy:        CodeTurnInProgress,
-	turn.SessionFull: CodeSessionFull,
-	turn.AgentFull:   CodeAgentFull,
+	turn.Invalid:      CodeInvalidRequest,
+	turn.Busy:         CodeTurnInProgress,
+	turn.SessionFull:  CodeSessionFull,
+	turn.AgentFull:    CodeAgentFull,
+	turn.NotFound:     CodeNotFound,
+	turn.NoActiveTurn: CodeNoActiveTurn,
 }
 
 // fromTurn is the answer to a turn's refusal.
@@ -137,13 +140,9 @@ func fromTurn(e *turn.Error) *APIError {
 	if !ok {
 		code = CodeInternal
 	}
-	return &APIError{Code: code, Message: e.Message, Field: e.Field}
-}
-
-// blockedError is a message refused by the preInput guardrail: 422 MESSAGE_BLOCKED in the
-// platform's envelope {"error": {"code", "message"}}, as spec §7 fixes it.
-type blockedError struct{ rule int }
-
-func (e *blockedError) Error() string {
-	return fmt.Sprintf("the message matches block rule %d of the agent's preInput guardrail (svc.json guardrails.preInput.block[%d]); nothing was stored", e.rule+1, e.rule)
+	msg := e.Message
+	if msg == "" {
+		msg = catalog[code].msg
+	}
+	return &APIError{Code: code, Message: msg, Field: e.Field}
 }

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -83,16 +82,12 @@ func (rt *Runtime) feedback(w http.ResponseWriter, r *http.Request, c *caller) e
 	}
 	f := registry.Feedback{ID: newFeedbackID(), AgentID: rt.opts.AgentID, SessionID: body.SessionID, TraceID: body.TraceID,
 		Rating: body.Rating, Comment: body.Comment, UserID: c.userID, Metadata: map[string]string{}, CreatedAt: rt.now().UTC()}
-	l, err := rt.visibleSession(r.Context(), c, body.SessionID)
+	s, err := rt.turns.Get(r.Context(), c.who(), body.SessionID)
 	if err != nil {
 		return err
 	}
-	l.Lock()
-	meta := maps.Clone(l.S.Metadata)
-	l.Unlock()
-	rt.cache.Done(l)
-	if meta != nil {
-		f.Metadata = meta
+	if s.Metadata != nil {
+		f.Metadata = s.Metadata
 	}
 	saved, err := rt.feedbacks.Add(r.Context(), f)
 	if err != nil {

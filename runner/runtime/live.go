@@ -1,68 +1,54 @@
 package runtime
 
 import (
-	"maps"
 	"time"
 
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/sessions"
-	"svc/runner/sessions/live"
+	"svc/runner/turn"
 )
 
-// isPersisted reports whether the session is in the store.
-func isPersisted(l *live.Session) bool {
-	l.Lock()
-	defer l.Unlock()
-	return l.Persisted
+// who is c as an access.Identity, which the tenancy rules of package turn read.
+func (c *caller) who() access.Identity {
+	return access.Identity{UserID: c.userID, Scope: c.scope, Method: access.Method(c.method)}
 }
 
-// seenBy reports whether c may see the session (spec 4.6).
-func seenBy(l *live.Session, c *caller) bool {
-	l.Lock()
-	defer l.Unlock()
-	return c.sees(l.S)
+// settings are the settings of a session the chat request creates.
+func (req *chatRequest) settings() turn.Settings {
+	return turn.Settings{
+		ScopeID: req.ScopeID, Agent: req.Agent, Skill: req.Skill, DeployID: req.DeployID,
+		Model: req.Model.session(), MaxSessionTokens: budget(req.MaxSessionTokens),
+	}
 }
 
-// newSessionID returns a fresh session id.
-func newSessionID() string { return auth.NewID("ses_") }
+// settings are the settings of the session POST /sessions prepares.
+func (body *prepareBody) settings() turn.Settings {
+	return turn.Settings{
+		ScopeID: body.ScopeID, Agent: body.Agent, Skill: body.Skill, DeployID: body.DeployID,
+		Model: body.Model.session(), MaxSessionTokens: budget(body.MaxSessionTokens),
+		Context: body.Context, Metadata: body.Metadata,
+	}
+}
+
+// session is the model a session records for m; nil is none.
+func (m *modelChoice) session() sessions.Model {
+	if m == nil {
+		return sessions.Model{}
+	}
+	return sessions.Model{Provider: m.Provider, Model: m.Model, Effort: m.Effort}
+}
+
+// budget is a request's max_session_tokens as a session records it; nil is 0, none.
+func budget(maxTokens *int64) int {
+	if maxTokens == nil {
+		return 0
+	}
+	return int(*maxTokens)
+}
 
 // newFeedbackID returns a fresh feedback id.
 func newFeedbackID() string { return auth.NewID("fb_") }
-
-// sessionFields are the settings a session takes at creation (chat or POST /sessions).
-type sessionFields struct {
-	scopeID   string
-	agent     string
-	skill     string
-	deployID  string
-	model     *modelChoice
-	maxTokens *int64
-	context   map[string]string
-	metadata  map[string]string
-}
-
-// newSession builds a session that is not stored yet.
-func (rt *Runtime) newSession(id string, c *caller, f sessionFields) *sessions.Session {
-	now := rt.now()
-	s := &sessions.Session{
-		ID: id, AgentID: rt.opts.AgentID, Owner: c.userID, ScopeID: c.scopeFor(f.scopeID),
-		Agent: f.agent, Skill: f.skill, DeployID: f.deployID, Status: sessions.StatusIdle,
-		Context: maps.Clone(f.context), Metadata: maps.Clone(f.metadata), CreatedAt: now, UpdatedAt: now,
-	}
-	if s.DeployID == "" {
-		s.DeployID = rt.opts.DeployID
-	}
-	if f.model != nil {
-		s.Model = sessions.Model{Provider: f.model.Provider, Model: f.model.Model, Effort: f.model.Effort}
-	}
-	if f.maxTokens != nil {
-		s.MaxSessionTokens = int(*f.maxTokens)
-	}
-	if f.skill != "" {
-		s.State.ActiveSkills = []string{f.skill}
-	}
-	return s
-}
 
 // EvictIdle drops from memory the live sessions idle for longer than the idle timeout and not
 // running a turn, and reports how many it dropped. Stored sessions are reloaded on their next

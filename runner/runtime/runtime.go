@@ -152,14 +152,12 @@ type Runtime struct {
 	opts       Options
 	ag         *agent.Agent
 	store      sessions.Store
-	locker     sessions.Locker
 	models     func(agent.ModelRef) (models.Provider, error)
 	log        *slog.Logger
 	now        func() time.Time
 	idle       time.Duration
 	mux        *http.ServeMux
 	profiles   *turn.Profiles
-	guard      *agent.InputGuard // svc.json guardrails.preInput; nil checks nothing
 	turns      *turn.Engine
 	bus        *bus
 	cache      *live.Cache // the sessions held in memory between requests
@@ -194,7 +192,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, errors.New("runtime: Options.Agent is required")
 	}
 	rt := &Runtime{
-		opts: opts, ag: opts.Agent, store: opts.Sessions, locker: opts.Locker, models: opts.Models,
+		opts: opts, ag: opts.Agent, store: opts.Sessions, models: opts.Models,
 		log: opts.Logger, now: opts.Now, idle: opts.IdleTimeout,
 		done: make(chan struct{}), bus: newBus(),
 		blobs: opts.Blobs, bodies: opts.Bodies,
@@ -232,8 +230,9 @@ func New(opts Options) (*Runtime, error) {
 		}
 		rt.hub, rt.ownHub = hub, true
 	}
-	if rt.locker == nil {
-		rt.locker = &memstore.Locks{}
+	locker := opts.Locker
+	if locker == nil {
+		locker = &memstore.Locks{}
 	}
 	if rt.models == nil {
 		rt.models = NewModels(opts.Env, nil)
@@ -266,16 +265,15 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	rt.profiles = turn.NewProfiles(rt.ag, ext, opts.ExtraTools)
+	var guard *agent.InputGuard // svc.json guardrails.preInput; nil checks nothing
 	if g := rt.ag.Config.Guardrails; g != nil {
-		guard, err := g.PreInput.Compile()
-		if err != nil {
+		if guard, err = g.PreInput.Compile(); err != nil {
 			return nil, fmt.Errorf("runtime: svc.json: %w", err)
 		}
-		rt.guard = guard
 	}
 	turns, err := turn.NewEngine(turn.Config{
 		Agent: rt.ag, AgentID: opts.AgentID, Profiles: rt.profiles, Cache: rt.cache, Store: rt.store,
-		Blobs: rt.blobs, Locker: rt.locker, Storage: opts.Storage, Models: rt.models,
+		Blobs: rt.blobs, Locker: locker, Guard: guard, Storage: opts.Storage, Models: rt.models,
 		DefaultModel: opts.DefaultModel, MaxTurns: opts.MaxTurns, ContextWindow: opts.ContextWindow,
 		Approvals: rt.hub, ApprovalTimeout: opts.ApprovalTimeout, Observer: newTurnMetrics(opts.Metrics, rt.ag, opts.DefaultModel, rt.profiles.ToolNames()),
 		Tracer: opts.Tracer, DeployID: opts.DeployID,

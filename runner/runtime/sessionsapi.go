@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"svc/runner/approvals"
 	"svc/runner/models"
 	"svc/runner/sessions"
-	"svc/runner/sessions/live"
 	"svc/runner/turn"
 )
 
@@ -43,16 +41,11 @@ func (rt *Runtime) prepareSession(w http.ResponseWriter, r *http.Request, c *cal
 	if err := rt.requireScope(c, body.ScopeID); err != nil {
 		return err
 	}
-	agentName, _, err := rt.profiles.Resolve(body.Agent, body.Skill)
+	id, err := rt.turns.Prepare(c.who(), body.settings())
 	if err != nil {
 		return err
 	}
-	s := rt.newSession(newSessionID(), c, sessionFields{
-		scopeID: body.ScopeID, agent: agentName, skill: body.Skill, deployID: body.DeployID,
-		model: body.Model, maxTokens: body.MaxSessionTokens, context: body.Context, metadata: body.Metadata,
-	})
-	rt.cache.Insert(rt.cache.NewSession(s, false))
-	writeJSON(w, http.StatusCreated, map[string]any{"session_id": s.ID, "idle_ttl_ms": rt.idle.Milliseconds()})
+	writeJSON(w, http.StatusCreated, map[string]any{"session_id": id, "idle_ttl_ms": rt.idle.Milliseconds()})
 	return nil
 }
 
@@ -157,8 +150,9 @@ func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller
 		return err
 	}
 	items := make([]historyItem, 0, len(list))
+	who := c.who()
 	for _, s := range list {
-		if c.sees(s) {
+		if who.Sees(s.Owner, s.ScopeID) {
 			items = append(items, item(s, false))
 		}
 	}
@@ -166,65 +160,32 @@ func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller
 	return nil
 }
 
-// visible returns the session id for a read, update or delete: 404 when it is missing or
+// visible returns a copy of the session of the path's id for a read: 404 when it is missing or
 // hidden from c, the same answer for both (rule 2).
-func (rt *Runtime) visible(r *http.Request, c *caller) (*live.Session, error) {
-	id := r.PathValue("id")
-	if checkSessionID("id", id) != nil {
-		return nil, apiErr(CodeNotFound)
-	}
-	return rt.visibleSession(r.Context(), c, id)
-}
-
-// visibleSession returns session id when c may see it, else 404 not_found.
-func (rt *Runtime) visibleSession(ctx context.Context, c *caller, id string) (*live.Session, error) {
-	l, err := rt.cache.Lookup(ctx, id)
-	if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, live.ErrOtherAgent) {
-		return nil, apiErr(CodeNotFound)
-	}
+func (rt *Runtime) visible(r *http.Request, c *caller) (*sessions.Session, error) {
+	id, err := pathSessionID(r)
 	if err != nil {
 		return nil, err
 	}
-	if !seenBy(l, c) {
-		rt.cache.Done(l) // the caller gets nothing to be done with: no copy stays live for it
-		return nil, apiErr(CodeNotFound)
+	return rt.turns.Get(r.Context(), c.who(), id)
+}
+
+// pathSessionID is the session id of the path: a malformed one is 404, as no session has it.
+func pathSessionID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if checkSessionID("id", id) != nil {
+		return "", apiErr(CodeNotFound)
 	}
-	return l, nil
+	return id, nil
 }
 
 // getHistory serves GET /sessions/history/{id}.
 func (rt *Runtime) getHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
-	l, err := rt.visible(r, c)
+	s, err := rt.visible(r, c)
 	if err != nil {
 		return err
 	}
-	defer rt.cache.Done(l)
-	l.Lock()
-	it := item(l.S.Clone(), true)
-	l.Unlock()
-	writeJSON(w, http.StatusOK, it)
-	return nil
-}
-
-// checkStored checks ownership of the stored record too: update and delete check both live
-// and persisted ownership (rule 2).
-func (rt *Runtime) checkStored(r *http.Request, c *caller, l *live.Session) error {
-	l.Lock()
-	persisted, id := l.Persisted, l.S.ID
-	l.Unlock()
-	if !persisted {
-		return nil
-	}
-	stored, err := rt.store.Load(r.Context(), id)
-	if errors.Is(err, sessions.ErrNotFound) {
-		return nil // deleted meanwhile; the live copy decided
-	}
-	if err != nil {
-		return err
-	}
-	if !c.sees(stored) {
-		return apiErr(CodeNotFound)
-	}
+	writeJSON(w, http.StatusOK, item(s, true))
 	return nil
 }
 
@@ -245,44 +206,11 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	if err := checkMetadata("metadata", body.Metadata); err != nil {
 		return err
 	}
-	l, err := rt.visible(r, c)
+	id, err := pathSessionID(r)
 	if err != nil {
 		return err
 	}
-	defer rt.cache.Done(l)
-	if !rt.opts.SharedStore {
-		if err := rt.checkStored(r, c, l); err != nil {
-			return err
-		}
-	} else {
-		// Another runtime may store a turn of this session at any moment: change the session
-		// under its turn lock, from its latest state (whose owner the refresh reads: no
-		// checkStored), or, while a turn runs here, on the live copy that turn will store.
-		release, err := rt.locker.TryLock(r.Context(), l.ID)
-		switch {
-		case err == nil:
-			defer release()
-			if err := rt.cache.Refresh(r.Context(), l); errors.Is(err, sessions.ErrNotFound) || errors.Is(err, live.ErrOtherAgent) {
-				return apiErr(CodeNotFound)
-			} else if err != nil {
-				return err
-			}
-			if !seenBy(l, c) {
-				return apiErr(CodeNotFound)
-			}
-		case errors.Is(err, sessions.ErrLocked):
-			l.Lock()
-			here := l.Turn != nil
-			l.Unlock()
-			if !here {
-				return apiErr(CodeTurnInProgress)
-			}
-		default:
-			return fmt.Errorf("lock session: %w", err)
-		}
-	}
-	// The change and its save go together (live.Cache.Update): a refresh never falls between them.
-	err = rt.cache.Update(r.Context(), l, func(s *sessions.Session) error {
+	s, err := rt.turns.Update(r.Context(), c.who(), id, func(s *sessions.Session) error {
 		merged := turn.MergeMetadata(s.Metadata, body.Metadata)
 		if len(merged) > MaxMetadataKeys {
 			return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
@@ -297,42 +225,18 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	if err != nil {
 		return err
 	}
-	l.Lock()
-	it := item(l.S.Clone(), false)
-	l.Unlock()
-	writeJSON(w, http.StatusOK, it)
+	writeJSON(w, http.StatusOK, item(s, false))
 	return nil
 }
 
 // deleteHistory serves DELETE /sessions/history/{id}; a session whose turn runs is 409.
 func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
-	l, err := rt.visible(r, c)
+	id, err := pathSessionID(r)
 	if err != nil {
 		return err
 	}
-	if err := rt.checkStored(r, c, l); err != nil {
+	if err := rt.turns.Delete(r.Context(), c.who(), id); err != nil {
 		return err
-	}
-	release, err := rt.locker.TryLock(r.Context(), l.ID)
-	if errors.Is(err, sessions.ErrLocked) {
-		return apiErr(CodeTurnInProgress)
-	}
-	if err != nil {
-		return err
-	}
-	defer release()
-	l.Lock()
-	id, persisted := l.S.ID, l.Persisted
-	l.Unlock()
-	rt.cache.Forget(id)
-	if persisted {
-		if err := rt.store.Delete(r.Context(), id); err != nil && !errors.Is(err, sessions.ErrNotFound) {
-			return err
-		}
-	}
-	// The session's attachments go with it. A failure leaves them behind, outside any bound: log it.
-	if err := rt.blobs.Drop(r.Context(), id); err != nil {
-		rt.log.ErrorContext(r.Context(), "delete the attachments of a deleted session", "session", id, "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -359,19 +263,18 @@ func (rt *Runtime) answerApproval(w http.ResponseWriter, r *http.Request, c *cal
 	case body.Approved == nil:
 		return invalid("approved", "is required: true or false")
 	}
-	l, err := rt.visible(r, c)
+	s, err := rt.visible(r, c)
 	if err != nil {
 		return err
 	}
-	rt.cache.Done(l)
 	status := approvals.Denied
 	if *body.Approved {
 		status = approvals.Approved
 	}
-	a, err := rt.hub.Decide(r.Context(), rt.opts.AgentID, l.ID, id, status)
+	a, err := rt.hub.Decide(r.Context(), rt.opts.AgentID, s.ID, id, status)
 	switch {
 	case errors.Is(err, approvals.ErrNotFound):
-		return &APIError{Code: CodeNotFound, Message: fmt.Sprintf("session %s has no approval %q", l.ID, id)}
+		return &APIError{Code: CodeNotFound, Message: fmt.Sprintf("session %s has no approval %q", s.ID, id)}
 	case errors.Is(err, approvals.ErrDecided):
 		return &APIError{Code: CodeAlreadyAnswered, Message: fmt.Sprintf("approval %s is %s already", id, a.Status)}
 	case err != nil:
@@ -398,23 +301,12 @@ func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *calle
 	if n := utf8.RuneCountInString(*body.Message); n > MaxQueuedLen {
 		return invalid("message", "%d characters; at most %d", n, MaxQueuedLen)
 	}
-	if _, err := rt.checkInput(body.Message); err != nil {
-		return err
-	}
-	l, err := rt.visible(r, c)
+	id, err := pathSessionID(r)
 	if err != nil {
 		return err
 	}
-	defer rt.cache.Done(l)
-	l.Lock()
-	q := l.Turn
-	full := rt.turns.CheckSessionStorage(l.S, int64(len(*body.Message)))
-	l.Unlock()
-	if full != nil {
-		return full
-	}
-	if q == nil || !q.Push(models.Message{Role: models.RoleUser, Content: *body.Message}) {
-		return apiErr(CodeNoActiveTurn)
+	if err := rt.turns.Queue(r.Context(), c.who(), id, *body.Message); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"status": "queued", "message_id": auth.NewID("msg_")})
 	return nil

@@ -40,14 +40,10 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 	active, loaded := []string{}, []string{}
 	if id := q.Get("session_id"); id != "" {
 		r.SetPathValue("id", id)
-		l, err := rt.visible(r, c)
+		s, err := rt.visible(r, c)
 		if err != nil {
 			return err
 		}
-		defer rt.cache.Done(l)
-		l.Lock()
-		s := l.S.Clone()
-		l.Unlock()
 		prof = rt.profiles.ForSession(s)
 		agentName = s.Agent
 		out["session_id"] = s.ID
@@ -198,10 +194,6 @@ func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) err
 
 // inScope reports whether the session of an event is visible to c.
 func (rt *Runtime) inScope(r *http.Request, id string, c *caller) bool {
-	l, err := rt.cache.Lookup(r.Context(), id)
-	if err != nil {
-		return false
-	}
-	defer rt.cache.Done(l)
-	return seenBy(l, c)
+	_, err := rt.turns.Get(r.Context(), c.who(), id)
+	return err == nil
 }

@@ -65,6 +65,9 @@ type Config struct {
 	Blobs    sessions.Blobs
 	Locker   sessions.Locker
 	Storage  StorageLimits
+	// Guard is svc.json's guardrails.preInput, applied to every message of Open and Queue; nil
+	// checks nothing.
+	Guard *agent.InputGuard
 	// Models returns the provider of a model reference.
 	Models func(agent.ModelRef) (models.Provider, error)
 	// DefaultModel applies when a session chose no model and svc.json has no models.main.
@@ -137,7 +140,7 @@ func (e *Engine) Lock(ctx context.Context, id string) (Lock, error) {
 		lk.Release, err = e.cfg.Locker.TryLock(ctx, id)
 	}
 	if errors.Is(err, sessions.ErrLocked) {
-		return Lock{}, &Error{Kind: Busy, Message: "a turn is already running in this session"}
+		return Lock{}, errBusy()
 	}
 	if err != nil {
 		return Lock{}, fmt.Errorf("lock session: %w", err)
@@ -165,9 +168,9 @@ type agentUsage struct {
 	at    time.Time
 }
 
-// CheckAgentStorage refuses a message of n bytes when the agent's sessions hold the agent bound
+// checkAgentStorage refuses a message of n bytes when the agent's sessions hold the agent bound
 // (AgentFull). Call it before the session is locked: it may read the store.
-func (e *Engine) CheckAgentStorage(ctx context.Context, n int64) error {
+func (e *Engine) checkAgentStorage(ctx context.Context, n int64) error {
 	limit := e.cfg.Storage.AgentBytes
 	sz, ok := e.cfg.Store.(sessions.Sizer)
 	if limit <= 0 || !ok {
@@ -190,9 +193,9 @@ func (e *Engine) CheckAgentStorage(ctx context.Context, n int64) error {
 	return nil
 }
 
-// CheckSessionStorage refuses a message of n bytes that would take s past the session bound
+// checkSessionStorage refuses a message of n bytes that would take s past the session bound
 // (SessionFull). Call it under the live session's mutex.
-func (e *Engine) CheckSessionStorage(s *sessions.Session, n int64) error {
+func (e *Engine) checkSessionStorage(s *sessions.Session, n int64) error {
 	if limit := e.cfg.Storage.SessionBytes; limit > 0 && s.StoredBytes+n > limit {
 		return &Error{Kind: SessionFull, Message: fmt.Sprintf("the session holds %d bytes and this message %d more, over the limit of %d bytes per session; start a new session", s.StoredBytes, n, limit)}
 	}

@@ -21,7 +21,7 @@ func (t *Turn) startRun(st Start, now time.Time) *sessions.Run {
 	return &sessions.Run{
 		ID: auth.NewID("run_"), AgentID: t.e.cfg.AgentID, DeployID: t.e.cfg.DeployID, SessionID: t.l.ID, Kind: kind,
 		StartedAt: now, Provider: t.ref.Provider, Model: t.ref.Model,
-		UserID: st.Caller.UserID, AuthMethod: st.Caller.AuthMethod,
+		UserID: st.Caller.UserID, AuthMethod: string(st.Caller.Method),
 	}
 }
 

@@ -11,13 +11,6 @@ import (
 	"svc/runner/loop"
 )
 
-// Caller is who sent a turn's message: the verified user of a runtime token ("" for a trusted
-// caller) and how the request was authenticated.
-type Caller struct {
-	UserID     string
-	AuthMethod string
-}
-
 // turnSpan is a turn's span and what its attributes need from the turn's start.
 type turnSpan struct {
 	trace.Span
@@ -55,7 +48,7 @@ func (t *Turn) endSpan(span turnSpan, res loop.Result) string {
 		attribute.String("svc.agent", span.agent),
 		attribute.String("svc.agent_id", t.e.cfg.AgentID),
 		attribute.String("svc.deploy_id", t.e.cfg.DeployID),
-		attribute.String("svc.auth.method", t.caller.AuthMethod),
+		attribute.String("svc.auth.method", string(t.method)),
 		attribute.String("gen_ai.request.model", t.ref.Model),
 		attribute.String("gen_ai.provider.name", t.ref.Provider),
 		attribute.String("svc.done.reason", string(res.Reason)),
@@ -63,8 +56,8 @@ func (t *Turn) endSpan(span turnSpan, res loop.Result) string {
 		attribute.Int("gen_ai.usage.input_tokens", res.Usage.InputTokens),
 		attribute.Int("gen_ai.usage.output_tokens", res.Usage.OutputTokens),
 	)
-	if t.caller.UserID != "" {
-		attrs = append(attrs, attribute.String("svc.user.id", t.caller.UserID))
+	if t.userID != "" {
+		attrs = append(attrs, attribute.String("svc.user.id", t.userID))
 	}
 	for k, v := range t.meta {
 		attrs = append(attrs, attribute.String("svc.meta."+k, v))

@@ -14,6 +14,7 @@ import (
 
 	"svc/agent"
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/approvals"
 	"svc/runner/loop"
 	"svc/runner/models"
@@ -26,21 +27,21 @@ import (
 // MaxMetadataKeys bounds the metadata keys a session holds (spec §8).
 const MaxMetadataKeys = 50
 
-// Start is a chat message to run on a session whose turn Lock the caller holds.
+// Start is a message to run as a turn (Engine.Open).
 type Start struct {
-	Session *live.Session
-	Lock    Lock
-	// Text and Parts are the user's message; Parts carry their content (Data). Redacted says
-	// that a guardrail changed Text: the client is told the text that was kept.
-	Text     string
-	Redacted bool
-	Parts    []models.Part
-	// Size is EntrySize of the message, as CheckAgentStorage counted it.
-	Size int64
+	// SessionID names the session to continue, or to create with that id when none exists; ""
+	// creates a session with a new id.
+	SessionID string
+	// New are the settings of a session created for the turn.
+	New Settings
+	// Text and Parts are the user's message; Parts carry their content (Data).
+	Text  string
+	Parts []models.Part
 	// Warnings are told to the client before the turn runs (attachments left out, say).
 	Warnings []string
-	// Caller is who sent the message, recorded on the turn's span.
-	Caller Caller
+	// Caller is who sent the message: the sessions it may continue (access.Identity.Sees), the
+	// owner and scope of one created for it, and the user recorded on the turn's span and run.
+	Caller access.Identity
 	// Attachments are the message's files as sent, for the turn's tools.
 	Attachments []tools.Attachment
 	// Metadata keys are set on the session (latest value per key); a non-nil Context replaces
@@ -51,7 +52,7 @@ type Start struct {
 	Eval *tools.EvalPolicy
 }
 
-// Turn is one chat turn between Begin and the done frame of Run.
+// Turn is one chat turn between Open and the done frame of Run.
 type Turn struct {
 	e        *Engine
 	l        *live.Session
@@ -74,24 +75,25 @@ type Turn struct {
 	owner    string            // the session's owner and scope, for the durable runs it starts
 	scope    string
 	eval     *tools.EvalPolicy
-	caller   Caller
+	userID   string        // the caller's verified user and credential kind, for the span
+	method   access.Method // (the whole Identity would grow every Turn by its other fields)
 	files    []tools.Attachment
 	budget   int
 	used     int
 	run      *sessions.Run // the run's record as it began (runs.go)
-	ended    *sessions.Run // a run its process left running, which Begin ended, or nil
+	ended    *sessions.Run // a run its process left running, which begin ended, or nil
 }
 
 // SessionID is the id of the turn's session.
 func (t *Turn) SessionID() string { return t.l.ID }
 
-// Begin admits st's message on its session and stores it, so that history shows it even if the
-// process dies. Every check that can refuse the message (an *Error) comes before its
-// attachments are stored, so a refused message stores nothing; on any error the Lock is
-// released. On success the Turn owns the Lock until Run or Abandon.
-func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
-	l := st.Session
-	t := &Turn{e: e, l: l, lock: st.Lock, queue: loop.NewQueue()}
+// begin admits st's message, of size bytes (EntrySize; redacted by the guardrail), on session l whose turn Lock lk the
+// caller holds, and stores it, so that history shows it even if the process dies. Every check
+// that can refuse the message (an *Error) comes before its attachments are stored, so a refused
+// message stores nothing; on any error the Lock is released. On success the Turn owns the Lock
+// until Run or Abandon.
+func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64, redacted bool, st Start) (*Turn, error) {
+	t := &Turn{e: e, l: l, lock: lk, queue: loop.NewQueue()}
 	// The history the model will see is taken, and its attachments read back, before the
 	// message's content goes to the session's blobs, apart from its history rows; then setup
 	// cannot fail.
@@ -99,7 +101,7 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 	// A turn its process left running (it died, or lost the lock) ends now, interrupted, with
 	// what it had streamed: this turn holds the lock, so no other runs.
 	t.ended = sessions.Interrupt(l.S, e.cfg.Now())
-	err := t.admit(st)
+	err := t.admit(st, size)
 	if err == nil {
 		t.readHistory()
 	}
@@ -115,8 +117,11 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 		t.Abandon()
 		return nil, err
 	}
-	t.files, t.caller, t.eval = st.Attachments, st.Caller, st.Eval
+	t.files, t.userID, t.method, t.eval = st.Attachments, st.Caller.UserID, st.Caller.Method, st.Eval
 	t.setup(st, kept)
+	if redacted {
+		t.redacted = st.Text
+	}
 	// An eviction between lookup and lock must not orphan the running turn: its queue is
 	// found through the cache.
 	e.cfg.Cache.Insert(l)
@@ -129,9 +134,9 @@ func (e *Engine) Begin(ctx context.Context, st Start) (*Turn, error) {
 
 // admit checks, under l's mutex, what could refuse the message on the turn's session: its
 // storage bound and the metadata keys it would hold.
-func (t *Turn) admit(st Start) error {
+func (t *Turn) admit(st Start, size int64) error {
 	s := t.l.S
-	if err := t.e.CheckSessionStorage(s, st.Size); err != nil {
+	if err := t.e.checkSessionStorage(s, size); err != nil {
 		return err
 	}
 	if n := len(MergeMetadata(s.Metadata, st.Metadata)); n > MaxMetadataKeys {
@@ -207,9 +212,6 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 		}
 	}
 	t.warnings = append(t.warnings, st.Warnings...)
-	if st.Redacted {
-		t.redacted = st.Text
-	}
 
 	t.budget, t.used = s.MaxSessionTokens, s.Usage.Total()
 	t.input = []models.Message{{Role: models.RoleUser, Content: st.Text, Parts: st.Parts}}
@@ -218,7 +220,7 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 	s.StoredBytes += EntrySize(&entry)
 }
 
-// Abandon undoes Begin for a turn that will not run, and releases its Lock.
+// Abandon undoes Open for a turn that will not run, and releases its Lock.
 func (t *Turn) Abandon() {
 	t.l.Lock()
 	if t.l.Turn == t.queue {

@@ -81,15 +81,9 @@ func hello(t *testing.T) *agent.Agent {
 	return ag
 }
 
-// start locks a new session and returns what Begin takes for text.
-func (r *rig) start(t *testing.T, id, text string) turn.Start {
-	t.Helper()
-	l := r.cache.Insert(r.cache.NewSession(&sessions.Session{ID: id, Status: sessions.StatusIdle}, false))
-	lk, err := r.e.Lock(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return turn.Start{Session: l, Lock: lk, Text: text, Size: int64(len(text))}
+// start is what Open takes for text on a new session id.
+func start(id, text string) turn.Start {
+	return turn.Start{SessionID: id, Text: text}
 }
 
 func (r *rig) stored(t *testing.T, id string) *sessions.Session {
@@ -104,12 +98,12 @@ func (r *rig) stored(t *testing.T, id string) *sessions.Session {
 // A turn runs without HTTP: frames to the sink, the result stored, the lock released.
 func TestRunStoresTheTurn(t *testing.T) {
 	r := newRig(t, models.Echo{}, nil, turn.StorageLimits{})
-	tu, err := r.e.Begin(context.Background(), r.start(t, "ses_1", "hello there"))
+	tu, err := r.e.Open(context.Background(), start("ses_1", "hello there"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := r.stored(t, "ses_1"); len(s.Messages) != 1 || s.Status != sessions.StatusRunning {
-		t.Fatalf("after Begin the store holds %d messages, status %q; want the user's message, running", len(s.Messages), s.Status)
+		t.Fatalf("after Open the store holds %d messages, status %q; want the user's message, running", len(s.Messages), s.Status)
 	}
 	var f frames
 	res := tu.Run(context.Background(), &f)
@@ -132,13 +126,18 @@ func TestRunStoresTheTurn(t *testing.T) {
 // nothing stored and the lock released.
 func TestRefusals(t *testing.T) {
 	r := newRig(t, models.Echo{}, nil, turn.StorageLimits{SessionBytes: 10, AgentBytes: -1})
-	st := r.start(t, "ses_2", "more than ten bytes")
+	st := start("ses_2", "more than ten bytes")
 	var te *turn.Error
-	if _, err := r.e.Lock(context.Background(), "ses_2"); !errors.As(err, &te) || te.Kind != turn.Busy {
+	held, err := r.e.Lock(context.Background(), "ses_2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.e.Open(context.Background(), st); !errors.As(err, &te) || te.Kind != turn.Busy {
 		t.Fatalf("second lock: %v, want Busy", err)
 	}
-	if _, err := r.e.Begin(context.Background(), st); !errors.As(err, &te) || te.Kind != turn.SessionFull {
-		t.Fatalf("Begin: %v, want SessionFull", err)
+	held.Release()
+	if _, err := r.e.Open(context.Background(), st); !errors.As(err, &te) || te.Kind != turn.SessionFull {
+		t.Fatalf("Open: %v, want SessionFull", err)
 	}
 	if _, err := r.store.Load(context.Background(), "ses_2"); !errors.Is(err, sessions.ErrNotFound) {
 		t.Fatalf("a refused message stored its session: %v", err)
@@ -179,7 +178,7 @@ func TestLostLockStopsTheTurn(t *testing.T) {
 	m := waiting{called: make(chan struct{})}
 	lk := &losable{lose: make(chan struct{})}
 	r := newRig(t, m, lk, turn.StorageLimits{})
-	tu, err := r.e.Begin(context.Background(), r.start(t, "ses_3", "hi"))
+	tu, err := r.e.Open(context.Background(), start("ses_3", "hi"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
 // Package live keeps the sessions a runtime holds in memory between requests: looked up in the
 // store on first use, refreshed from a store that other runtimes share, saved in order, dropped
-// when idle. It knows no HTTP and no caller: who may see a session is the runtime's business.
+// when idle. It knows no HTTP and no caller: who may see a session is package turn's business.
 //
-// Lock order: the Cache's lock before a Session's lock, and a Session's save lock (taken by
-// Persist, Refresh and Update) before its lock. Nothing here holds a Session's lock while it
-// talks to the store.
+// Lock order: a session's turn lock (sessions.Locker, taken by package turn, which acquires
+// every session a turn or a change uses) before anything here; then the Cache's lock before a
+// Session's lock, and a Session's save lock (taken by Persist, Refresh and Update) before its
+// lock. Nothing here holds a Session's lock while it talks to the store.
 package live
 
 import (
@@ -78,6 +79,9 @@ func New(cfg Config) *Cache {
 	return c
 }
 
+// Shared reports whether other runtimes use the same store (Config.Shared).
+func (c *Cache) Shared() bool { return c.cfg.Shared }
+
 // NewSession returns a live session holding s (not in the cache until Insert); persisted says
 // that s, with all its entries, is in the store already.
 func (c *Cache) NewSession(s *sessions.Session, persisted bool) *Session {
@@ -115,6 +119,34 @@ func (c *Cache) Get(ctx context.Context, id string) (l *Session, loaded bool, er
 		return nil, false, ErrOtherAgent
 	}
 	return c.Insert(c.NewSession(s, true)), true, nil
+}
+
+// Latest is Get for a caller that holds session id's turn lock (package turn takes it), over
+// a store that other runtimes may share: a copy that was live here already (another request of
+// this runtime holds it) is refreshed (Refresh), and a copy that is not stored (prepared here,
+// or left by a first turn that failed to store it) gives way to a session of that id that
+// another runtime stored since: the stored session wins. Over an unshared store it is Get.
+func (c *Cache) Latest(ctx context.Context, id string) (*Session, error) {
+	l, loaded, err := c.Get(ctx, id)
+	if err != nil || !c.cfg.Shared || loaded {
+		return l, err
+	}
+	if err := c.Refresh(ctx, l); err != nil {
+		return nil, err
+	}
+	l.Lock()
+	persisted := l.Persisted
+	l.Unlock()
+	if persisted {
+		return l, nil
+	}
+	prepared := l
+	c.Drop(prepared)
+	l, _, err = c.Get(ctx, id)
+	if errors.Is(err, sessions.ErrNotFound) {
+		return c.Insert(prepared), nil
+	}
+	return l, err
 }
 
 // Insert adds l unless a live session of that id exists already, which it returns instead.

@@ -243,3 +243,40 @@ func TestStorm(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestLatest: over a shared store, a copy live here is brought up to date, and a prepared copy
+// gives way to the session of its id that another runtime stored: the stored one wins. Over an
+// unshared store the live copy is the session.
+func TestLatest(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New()
+	here := live.New(live.Config{Store: store, AgentID: "ag1", Shared: true})
+	prepared := here.Insert(here.NewSession(&sessions.Session{ID: "p1", AgentID: "ag1", Title: "prepared"}, false))
+	stored(t, store, "p1", "ag1") // another runtime ran the first turn
+	l, err := here.Latest(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l == prepared || len(l.S.Messages) != 1 || !l.Persisted {
+		t.Fatalf("Latest kept the prepared copy (%d messages, persisted %v), want the stored session", len(l.S.Messages), l.Persisted)
+	}
+
+	held, err := here.Lookup(ctx, stored(t, store, "s1", "ag1")) // live here: another request holds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := store.Load(ctx, "s1")
+	s.Messages = append(s.Messages, sessions.Entry{Message: models.Message{Role: models.RoleAssistant, Content: "hello"}, At: base})
+	if err := store.Save(ctx, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := here.Latest(ctx, "s1"); err != nil || l != held || len(l.S.Messages) != 2 {
+		t.Fatalf("Latest = %v, %v; want the live copy refreshed to 2 messages", l, err)
+	}
+
+	alone := live.New(live.Config{Store: store, AgentID: "ag1"})
+	mine := alone.Insert(alone.NewSession(&sessions.Session{ID: "p1", AgentID: "ag1"}, false))
+	if l, err := alone.Latest(ctx, "p1"); err != nil || l != mine {
+		t.Fatalf("unshared Latest = %v, %v; want the live copy", l, err)
+	}
+}
