@@ -20,7 +20,7 @@ func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if err := rt.requireScope(c, req.ScopeID); err != nil {
+	if err := requireScope(rt.scopeRequired, c, req.ScopeID); err != nil {
 		return nil, err
 	}
 	t, err := rt.turns.Open(ctx, turn.Start{
@@ -182,12 +182,17 @@ func (rt *Runtime) chatSync(w http.ResponseWriter, r *http.Request, c *caller) e
 	return nil
 }
 
-// requireScope applies svc.json's scope.requireScope on local routes (svc dev, a runtime with no
-// runtime-token verifier): spec 5.5. Hosted chat does not enforce it; the application backend
-// authorizes scopes there.
-func (rt *Runtime) requireScope(c *caller, requested string) error {
-	sc := rt.opts.Agent.Config.Scope
-	if rt.opts.Verifier != nil || sc == nil || !sc.RequireScope {
+// scopeRequired reports whether svc.json's scope.requireScope applies: on local routes (svc dev,
+// a runtime with no runtime-token verifier) only, spec 5.5. Hosted chat does not enforce it; the
+// application backend authorizes scopes there.
+func scopeRequired(o *Options) bool {
+	sc := o.Agent.Config.Scope
+	return o.Verifier == nil && sc != nil && sc.RequireScope
+}
+
+// requireScope refuses a request without a scope when required is set (scopeRequired).
+func requireScope(required bool, c *caller, requested string) error {
+	if !required {
 		return nil
 	}
 	if scope, err := c.who().ScopeFor(requested); err != nil || scope != "" {

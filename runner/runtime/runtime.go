@@ -149,31 +149,33 @@ type EventBus interface {
 // Runtime serves one agent. Create it with New, serve it with ServeHTTP, stop its background
 // work with Close.
 type Runtime struct {
-	opts       Options
-	ag         *agent.Agent
-	store      sessions.Store
-	models     func(agent.ModelRef) (models.Provider, error)
-	log        *slog.Logger
-	now        func() time.Time
-	idle       time.Duration
-	mux        *http.ServeMux
-	profiles   *turn.Profiles
-	turns      *turn.Engine
-	bus        *bus
-	cache      *live.Cache // the sessions held in memory between requests
-	blobs      sessions.Blobs
-	bodies     *BodyBudget
-	hub        *approvals.Hub
-	records    *stores.Records
-	conns      *connections.Client // nil without connections
-	connHealth connHealth
-	backend    stores.Backend
-	ownHub     bool // the hub is this runtime's: Close closes it
-	feedbacks  FeedbackStore
-	runs       *engine.Engine
-	ownRuns    bool                            // the engine is this runtime's: Close shuts it down
-	dep        engine.Deployment               // what runs needs to execute this runtime's runs
-	detach     func(ctx context.Context) error // dep from runs
+	opts   Options
+	ag     *agent.Agent
+	store  sessions.Store
+	models func(agent.ModelRef) (models.Provider, error)
+	log    *slog.Logger
+	now    func() time.Time
+	idle   time.Duration
+	// scopeRequired: svc.json's scope.requireScope applies to this runtime's routes (requireScope).
+	scopeRequired bool
+	mux           *http.ServeMux
+	profiles      *turn.Profiles
+	turns         *turn.Engine
+	bus           *bus
+	cache         *live.Cache // the sessions held in memory between requests
+	blobs         sessions.Blobs
+	bodies        *BodyBudget
+	hub           *approvals.Hub
+	records       *stores.Records
+	conns         *connections.Client // nil without connections
+	connHealth    connHealth
+	backend       stores.Backend
+	ownHub        bool // the hub is this runtime's: Close closes it
+	feedbacks     FeedbackStore
+	runs          *engine.Engine
+	ownRuns       bool                            // the engine is this runtime's: Close shuts it down
+	dep           engine.Deployment               // what runs needs to execute this runtime's runs
+	detach        func(ctx context.Context) error // dep from runs
 	// schemas compiles the parameter schemas of the runtime's tools once, for the model's calls
 	// (the profiles' tool sets) and the handlers' ctx.callTool calls alike.
 	schemas *tools.Schemas
@@ -195,7 +197,7 @@ func New(opts Options) (*Runtime, error) {
 		opts: opts, ag: opts.Agent, store: opts.Sessions, models: opts.Models,
 		log: opts.Logger, now: opts.Now, idle: opts.IdleTimeout,
 		done: make(chan struct{}), bus: newBus(),
-		blobs: opts.Blobs, bodies: opts.Bodies,
+		blobs: opts.Blobs, bodies: opts.Bodies, scopeRequired: scopeRequired(&opts),
 	}
 	if rt.blobs == nil {
 		rt.blobs = &memstore.Blobs{}
@@ -371,23 +373,25 @@ func (rt *Runtime) Close(ctx context.Context) error {
 func (rt *Runtime) routes() {
 	m := http.NewServeMux()
 	runs := &durableRoutes{runs: rt.runs, dep: rt.dep}
+	history := &historyRoutes{turns: rt.turns, store: rt.store, hub: rt.hub, agentID: rt.opts.AgentID, idle: rt.idle, now: rt.now, scopeRequired: rt.scopeRequired}
+	records := storeRoutes{records: rt.records}
 	m.HandleFunc("GET /health", rt.health)
 	m.Handle("POST /chat", rt.handle(rt.chatStream))
 	m.Handle("POST /chat/stream", rt.handle(rt.chatStream))
 	m.Handle("POST /chat/sync", rt.handle(rt.chatSync))
 	m.Handle("POST /chat/ai-stream", rt.handle(rt.chatAIStream))
-	m.Handle("POST /chat/sessions/{id}/messages", rt.handle(rt.queueMessage))
-	m.Handle("POST /chat/sessions/{id}/ask-user-response", rt.handle(rt.answerApproval))
-	m.Handle("POST /sessions", rt.handle(rt.prepareSession))
-	m.Handle("GET /sessions/history", rt.handle(rt.listHistory))
-	m.Handle("GET /sessions/history/{id}", rt.handle(rt.getHistory))
-	m.Handle("PATCH /sessions/history/{id}", rt.handle(rt.patchHistory))
-	m.Handle("DELETE /sessions/history/{id}", rt.handle(rt.deleteHistory))
+	m.Handle("POST /chat/sessions/{id}/messages", rt.handle(history.queue))
+	m.Handle("POST /chat/sessions/{id}/ask-user-response", rt.handle(history.answerApproval))
+	m.Handle("POST /sessions", rt.handle(history.prepare))
+	m.Handle("GET /sessions/history", rt.handle(history.list))
+	m.Handle("GET /sessions/history/{id}", rt.handle(history.get))
+	m.Handle("PATCH /sessions/history/{id}", rt.handle(history.patch))
+	m.Handle("DELETE /sessions/history/{id}", rt.handle(history.delete))
 	m.Handle("GET /sessions/pending-approvals", rt.handle(runs.pending))
-	m.Handle("GET /stores/{store}", rt.handle(rt.listStore))
-	m.Handle("GET /stores/{store}/{key}", rt.handle(rt.getRecord))
-	m.Handle("PUT /stores/{store}/{key}", rt.handle(rt.putRecord))
-	m.Handle("DELETE /stores/{store}/{key}", rt.handle(rt.deleteRecord))
+	m.Handle("GET /stores/{store}", rt.handle(records.list))
+	m.Handle("GET /stores/{store}/{key}", rt.handle(records.get))
+	m.Handle("PUT /stores/{store}/{key}", rt.handle(records.put))
+	m.Handle("DELETE /stores/{store}/{key}", rt.handle(records.delete))
 	m.Handle("POST /feedback", rt.handle(rt.feedback))
 	m.Handle("GET /inspect/context", rt.handle(rt.inspectContext))
 	m.Handle("GET /inspect/connections/{name}", rt.handle(rt.inspectConnection))

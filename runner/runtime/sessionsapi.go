@@ -15,6 +15,18 @@ import (
 	"svc/runner/turn"
 )
 
+// historyRoutes serve a runtime's chat sessions: prepare, list, read, rename, delete, queue a
+// message, answer an approval. Each is a thin call to the turn engine, which acquires sessions.
+type historyRoutes struct {
+	turns         *turn.Engine
+	store         sessions.Store
+	hub           *approvals.Hub
+	agentID       string
+	idle          time.Duration
+	now           func() time.Time
+	scopeRequired bool // svc.json's scope.requireScope applies (local routes only; requireScope)
+}
+
 // prepareBody is the body of POST /sessions (spec §4.3).
 type prepareBody struct {
 	Agent            string            `json:"agent"`
@@ -27,8 +39,8 @@ type prepareBody struct {
 	Metadata         map[string]string `json:"metadata"`
 }
 
-// prepareSession serves POST /sessions: a live session, stored at its first turn.
-func (rt *Runtime) prepareSession(w http.ResponseWriter, r *http.Request, c *caller) error {
+// prepare serves POST /sessions: a live session, stored at its first turn.
+func (h *historyRoutes) prepare(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body prepareBody
 	if r.ContentLength != 0 {
 		if err := readJSON(w, r, &body); err != nil {
@@ -38,14 +50,14 @@ func (rt *Runtime) prepareSession(w http.ResponseWriter, r *http.Request, c *cal
 	if err := checkCommon(body.ScopeID, body.Metadata, body.Model, body.MaxSessionTokens); err != nil {
 		return err
 	}
-	if err := rt.requireScope(c, body.ScopeID); err != nil {
+	if err := requireScope(h.scopeRequired, c, body.ScopeID); err != nil {
 		return err
 	}
-	id, err := rt.turns.Prepare(c.who(), body.settings())
+	id, err := h.turns.Prepare(c.who(), body.settings())
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"session_id": id, "idle_ttl_ms": rt.idle.Milliseconds()})
+	writeJSON(w, http.StatusCreated, map[string]any{"session_id": id, "idle_ttl_ms": h.idle.Milliseconds()})
 	return nil
 }
 
@@ -128,14 +140,14 @@ func item(s *sessions.Session, detail bool) historyItem {
 	return it
 }
 
-// listHistory serves GET /sessions/history: up to 500 rows, then ownership filtering (spec
+// list serves GET /sessions/history: up to 500 rows, then ownership filtering (spec
 // §4.6 rule 4: fewer visible sessions can be returned even when more accessible ones exist).
-func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) list(w http.ResponseWriter, r *http.Request, c *caller) error {
 	scope := r.URL.Query().Get("scope_id")
 	if c.scope != "" {
 		scope = c.scope // the claim overrides the query
 	}
-	q := sessions.Query{AgentID: rt.opts.AgentID, ScopeID: scope, Limit: sessions.DefaultListLimit}
+	q := sessions.Query{AgentID: h.agentID, ScopeID: scope, Limit: sessions.DefaultListLimit}
 	// The metadata keys of spec 2.6 filter the list.
 	for _, key := range []string{"userId", "screen"} {
 		if v := r.URL.Query().Get(key); v != "" {
@@ -145,7 +157,7 @@ func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller
 			q.Metadata[key] = v
 		}
 	}
-	list, err := rt.store.List(r.Context(), q)
+	list, err := h.store.List(r.Context(), q)
 	if err != nil {
 		return err
 	}
@@ -162,12 +174,12 @@ func (rt *Runtime) listHistory(w http.ResponseWriter, r *http.Request, c *caller
 
 // visible returns a copy of the session of the path's id for a read: 404 when it is missing or
 // hidden from c, the same answer for both (rule 2).
-func (rt *Runtime) visible(r *http.Request, c *caller) (*sessions.Session, error) {
+func visible(turns *turn.Engine, r *http.Request, c *caller) (*sessions.Session, error) {
 	id, err := pathSessionID(r)
 	if err != nil {
 		return nil, err
 	}
-	return rt.turns.Get(r.Context(), c.who(), id)
+	return turns.Get(r.Context(), c.who(), id)
 }
 
 // pathSessionID is the session id of the path: a malformed one is 404, as no session has it.
@@ -179,9 +191,9 @@ func pathSessionID(r *http.Request) (string, error) {
 	return id, nil
 }
 
-// getHistory serves GET /sessions/history/{id}.
-func (rt *Runtime) getHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
-	s, err := rt.visible(r, c)
+// get serves GET /sessions/history/{id}.
+func (h *historyRoutes) get(w http.ResponseWriter, r *http.Request, c *caller) error {
+	s, err := visible(h.turns, r, c)
 	if err != nil {
 		return err
 	}
@@ -194,8 +206,8 @@ type patchBody struct {
 	Metadata map[string]string `json:"metadata"`
 }
 
-// patchHistory serves PATCH /sessions/history/{id}: title and metadata (latest value per key).
-func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
+// patch serves PATCH /sessions/history/{id}: title and metadata (latest value per key).
+func (h *historyRoutes) patch(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body patchBody
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -210,7 +222,7 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	if err != nil {
 		return err
 	}
-	s, err := rt.turns.Update(r.Context(), c.who(), id, func(s *sessions.Session) error {
+	s, err := h.turns.Update(r.Context(), c.who(), id, func(s *sessions.Session) error {
 		merged := turn.MergeMetadata(s.Metadata, body.Metadata)
 		if len(merged) > MaxMetadataKeys {
 			return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
@@ -219,7 +231,7 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 		if body.Title != nil {
 			s.Title = *body.Title
 		}
-		s.UpdatedAt = rt.now()
+		s.UpdatedAt = h.now()
 		return nil
 	})
 	if err != nil {
@@ -229,13 +241,13 @@ func (rt *Runtime) patchHistory(w http.ResponseWriter, r *http.Request, c *calle
 	return nil
 }
 
-// deleteHistory serves DELETE /sessions/history/{id}; a session whose turn runs is 409.
-func (rt *Runtime) deleteHistory(w http.ResponseWriter, r *http.Request, c *caller) error {
+// delete serves DELETE /sessions/history/{id}; a session whose turn runs is 409.
+func (h *historyRoutes) delete(w http.ResponseWriter, r *http.Request, c *caller) error {
 	id, err := pathSessionID(r)
 	if err != nil {
 		return err
 	}
-	if err := rt.turns.Delete(r.Context(), c.who(), id); err != nil {
+	if err := h.turns.Delete(r.Context(), c.who(), id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -251,7 +263,7 @@ type answerBody struct {
 
 // answerApproval serves POST /chat/sessions/{id}/ask-user-response: the user's answer to a
 // confirmation_required of the session's running turn, which may run in another runtime.
-func (rt *Runtime) answerApproval(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) answerApproval(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body answerBody
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -263,7 +275,7 @@ func (rt *Runtime) answerApproval(w http.ResponseWriter, r *http.Request, c *cal
 	case body.Approved == nil:
 		return invalid("approved", "is required: true or false")
 	}
-	s, err := rt.visible(r, c)
+	s, err := visible(h.turns, r, c)
 	if err != nil {
 		return err
 	}
@@ -271,7 +283,7 @@ func (rt *Runtime) answerApproval(w http.ResponseWriter, r *http.Request, c *cal
 	if *body.Approved {
 		status = approvals.Approved
 	}
-	a, err := rt.hub.Decide(r.Context(), rt.opts.AgentID, s.ID, id, status)
+	a, err := h.hub.Decide(r.Context(), h.agentID, s.ID, id, status)
 	switch {
 	case errors.Is(err, approvals.ErrNotFound):
 		return &APIError{Code: CodeNotFound, Message: fmt.Sprintf("session %s has no approval %q", s.ID, id)}
@@ -288,9 +300,9 @@ type queueBody struct {
 	Message *string `json:"message"`
 }
 
-// queueMessage serves POST /chat/sessions/{id}/messages: a message into the running turn,
+// queue serves POST /chat/sessions/{id}/messages: a message into the running turn,
 // which the loop reads between steps (202), or 409 no_active_turn.
-func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) queue(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var body queueBody
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -305,7 +317,7 @@ func (rt *Runtime) queueMessage(w http.ResponseWriter, r *http.Request, c *calle
 	if err != nil {
 		return err
 	}
-	if err := rt.turns.Queue(r.Context(), c.who(), id, *body.Message); err != nil {
+	if err := h.turns.Queue(r.Context(), c.who(), id, *body.Message); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"status": "queued", "message_id": auth.NewID("msg_")})

@@ -12,8 +12,11 @@ import (
 // The store routes (CONTRACT §7): the records of the agent's stores, for the application's
 // backend. They take the runtime's credentials and are not partitioned by scope.
 
-// listStore serves GET /stores/{store}?limit=: the newest records first.
-func (rt *Runtime) listStore(w http.ResponseWriter, r *http.Request, c *caller) error {
+// storeRoutes serve the records of the agent's stores (spec 4.5).
+type storeRoutes struct{ records *stores.Records }
+
+// list serves GET /stores/{store}?limit=: the newest records first.
+func (st storeRoutes) list(w http.ResponseWriter, r *http.Request, c *caller) error {
 	q := stores.Query{}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -22,7 +25,7 @@ func (rt *Runtime) listStore(w http.ResponseWriter, r *http.Request, c *caller) 
 		}
 		q.Limit = n
 	}
-	recs, err := rt.records.Query(r.Context(), r.PathValue("store"), q)
+	recs, err := st.records.Query(r.Context(), r.PathValue("store"), q)
 	if err != nil {
 		return storeErr(err)
 	}
@@ -30,9 +33,9 @@ func (rt *Runtime) listStore(w http.ResponseWriter, r *http.Request, c *caller) 
 	return nil
 }
 
-// getRecord serves GET /stores/{store}/{key}.
-func (rt *Runtime) getRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
-	rec, err := rt.records.Get(r.Context(), r.PathValue("store"), r.PathValue("key"))
+// get serves GET /stores/{store}/{key}.
+func (st storeRoutes) get(w http.ResponseWriter, r *http.Request, c *caller) error {
+	rec, err := st.records.Get(r.Context(), r.PathValue("store"), r.PathValue("key"))
 	if err != nil {
 		return storeErr(err)
 	}
@@ -40,14 +43,14 @@ func (rt *Runtime) getRecord(w http.ResponseWriter, r *http.Request, c *caller) 
 	return nil
 }
 
-// putRecord serves PUT /stores/{store}/{key}: the body is the entity's fields, which must
+// put serves PUT /stores/{store}/{key}: the body is the entity's fields, which must
 // render that key.
-func (rt *Runtime) putRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (st storeRoutes) put(w http.ResponseWriter, r *http.Request, c *caller) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, stores.MaxValueBytes+1))
 	if err != nil {
 		return invalid("body", "is over %d bytes or could not be read", stores.MaxValueBytes)
 	}
-	rec, err := rt.records.Put(r.Context(), r.PathValue("store"), r.PathValue("key"), body, stores.Trace{})
+	rec, err := st.records.Put(r.Context(), r.PathValue("store"), r.PathValue("key"), body, stores.Trace{})
 	if err != nil {
 		return storeErr(err)
 	}
@@ -55,10 +58,10 @@ func (rt *Runtime) putRecord(w http.ResponseWriter, r *http.Request, c *caller) 
 	return nil
 }
 
-// deleteRecord serves DELETE /stores/{store}/{key}: {key, deleted}, as the delete tool.
-func (rt *Runtime) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
+// delete serves DELETE /stores/{store}/{key}: {key, deleted}, as the delete tool.
+func (st storeRoutes) delete(w http.ResponseWriter, r *http.Request, c *caller) error {
 	key := r.PathValue("key")
-	deleted, err := rt.records.Delete(r.Context(), r.PathValue("store"), key)
+	deleted, err := st.records.Delete(r.Context(), r.PathValue("store"), key)
 	if err != nil {
 		return storeErr(err)
 	}

@@ -40,7 +40,7 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 	active, loaded := []string{}, []string{}
 	if id := q.Get("session_id"); id != "" {
 		r.SetPathValue("id", id)
-		s, err := rt.visible(r, c)
+		s, err := visible(rt.turns, r, c)
 		if err != nil {
 			return err
 		}
