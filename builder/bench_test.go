@@ -37,8 +37,8 @@ func BenchmarkFetchFileURL(b *testing.B) {
 	}
 }
 
-// BenchmarkOpenBundle reads and verifies a support-desk bundle from a filesystem store, as the
-// build's verify step and a runner do (bundle.Read).
+// BenchmarkOpenBundle reads, verifies and loads a support-desk bundle from a filesystem store, as
+// the build's verify step and a runner do (OpenStored).
 func BenchmarkOpenBundle(b *testing.B) {
 	src, err := bundle.FromFiles(fixtureFiles(b, "support-desk"), bundle.Limits{})
 	if err != nil {
@@ -51,7 +51,7 @@ func BenchmarkOpenBundle(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := openStored(context.Background(), obj, res.BundleKey); err != nil {
+		if _, _, err := OpenStored(context.Background(), obj, res.BundleKey); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -169,13 +169,9 @@ func Build(ctx context.Context, in BuildInput, obj registry.Objects, log func(st
 	})
 	r.step(ctx, StepVerify, func() error {
 		// Open the stored bundle as a runner does: from the object store, through the same reader.
-		b, err := openStored(ctx, obj, res.BundleKey)
+		_, stored, err := OpenStored(ctx, obj, res.BundleKey)
 		if err != nil {
 			return fmt.Errorf("the stored bundle does not open as a runner opens it: %w", err)
-		}
-		stored, err := b.Agent()
-		if err != nil {
-			return fmt.Errorf("the stored bundle does not load as a runner loads it: %w", err)
 		}
 		log(StepVerify, "the stored bundle opens and loads as a runner loads it")
 		// What the bundle cannot tell: whether the values it references are there. Unset ones
@@ -273,16 +269,6 @@ func collectJS(ag *agent.Agent, log func(string)) (map[string]string, error) {
 		log("no tools to compile")
 	}
 	return js, nil
-}
-
-// openStored opens the bundle stored under key in obj, as a runner does.
-func openStored(ctx context.Context, obj registry.Objects, key string) (*bundle.Bundle, error) {
-	rc, _, err := obj.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("open bundle %s: %w", key, err)
-	}
-	defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
-	return bundle.Read(rc, key)
 }
 
 // counted writes "1 skill", "3 skills".

@@ -59,7 +59,7 @@ func TestBundleOpensEveryAcceptedTree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("tree %d: build: %v", i, err)
 		}
-		b, err := openStored(context.Background(), obj, res.BundleKey)
+		b, _, err := OpenStored(context.Background(), obj, res.BundleKey)
 		if err != nil {
 			t.Fatalf("tree %d: open: %v", i, err)
 		}

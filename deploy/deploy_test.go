@@ -15,7 +15,6 @@ import (
 	"svc/agent/agenttest"
 	"svc/builder"
 	"svc/builder/gittest"
-	"svc/bundle"
 	"svc/deploy"
 	"svc/migrations/dbtest"
 	"svc/registry"
@@ -105,17 +104,6 @@ func (e *env) logText(t *testing.T, buildID string) string {
 	return b.String()
 }
 
-// openBundle opens the bundle stored under key, as a runner does.
-func (e *env) openBundle(t *testing.T, key string) (*bundle.Bundle, error) {
-	t.Helper()
-	rc, _, err := e.objects.Get(context.Background(), key)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close() //nolint:errcheck // read-only
-	return bundle.Read(rc, key)
-}
-
 // gitAgent creates an agent whose git source is a new repository holding the example tree
 // fixture, with autoDeploy as given, and returns the repository, its first commit and the agent.
 func (e *env) gitAgent(t *testing.T, name, fixture string, autoDeploy bool) (*gittest.Repo, string, registry.Agent) {
@@ -193,7 +181,7 @@ func TestPushBuildsAndActivates(t *testing.T) {
 		if _, err := e.objects.Stat(ctx, d.BundleKey); err != nil {
 			t.Fatalf("bundle: %v", err)
 		}
-		b, err := e.openBundle(t, d.BundleKey)
+		b, _, err := builder.OpenStored(ctx, e.objects, d.BundleKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +252,7 @@ func TestPushHandsItsCommitToTheBuild(t *testing.T) {
 		if !d.Serving() || d.CommitSHA != c || !strings.Contains(log, "was fetched by the push's branch check") {
 			t.Fatalf("deployment %+v\nlog:\n%s", d, log)
 		}
-		if b, err := e.openBundle(t, d.BundleKey); err != nil || b.Manifest.Commit != c {
+		if b, _, err := builder.OpenStored(ctx, e.objects, d.BundleKey); err != nil || b.Manifest.Commit != c {
 			t.Fatalf("bundle of %q: %v", c, err)
 		}
 		if n := e.commits.Len(); n != 0 {
