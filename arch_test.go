@@ -67,17 +67,18 @@ var dependsOn = map[string][]string{
 // list only shrinks.
 var beyondDesign = map[string]map[string]string{
 	"api": {
-		"faults":  "the fault points of the fault harness (SVC_FAULT, testing only)",
 		"agent":   "the snapshot route shows the loaded agent",
 		"builder": "source-version uploads are taken in by builder.Ingest",
-		"bundle":  "activate, promote, rollback and the snapshot open the bundle as a runner does; uploads are read with bundle.ReadTarGz and bundle.FromFiles",
+		"bundle":  "the snapshot route shows the bundle's manifest; uploads are read with bundle.ReadTarGz and bundle.FromFiles",
 		"errcode": "the one error catalog, not in the table",
 	},
 	"builder": {
 		"faults": "the fault points of the fault harness (SVC_FAULT, testing only)",
 	},
 	"deploy": {
-		"builder": "a redeploy resolves the branch head (builder.BranchHead) and a push's branch filter reads the pushed svc.json (builder.FetchCommit), with the agent's git credentials (builder.Credentials)",
+		"builder": "a redeploy resolves the branch head (builder.BranchHead) and a push's branch filter reads the pushed svc.json (builder.FetchCommit), with the agent's git credentials (builder.Credentials); the lifecycle opens a bundle as a runner does (builder.OpenStored)",
+		"bundle":  "Lifecycle.Open hands the opened bundle (its manifest) to the snapshot route",
+		"faults":  "the fault points of the fault harness (SVC_FAULT, testing only)",
 	},
 	"evals": {
 		"runner/models": "the judge is a runner/models.Provider",

@@ -77,6 +77,8 @@ type API struct {
 	commitStatuses *registry.CommitStatuses
 	deployments    *registry.Deployments
 	buildLogStore  *registry.BuildLogs
+	// lifecycle activates, promotes and rolls back deployments, and opens their bundles.
+	lifecycle *deploy.Lifecycle
 }
 
 // HandlerFunc is a platform handler: parse (bindJSON), call the domain with c.Request.Context(),
@@ -152,6 +154,9 @@ func New(deps Deps) (*API, error) {
 		commitStatuses: deps.Stores.CommitStatuses,
 		deployments:    deps.Stores.Deployments,
 		buildLogStore:  deps.Stores.BuildLogs,
+		lifecycle: deploy.NewLifecycle(deploy.LifecycleConfig{
+			Deployments: deps.Stores.Deployments, Sources: deps.Stores.Sources, Gate: deps.Stores.CommitStatuses, Objects: deps.Objects,
+		}),
 	}
 	if err := a.setupMetrics(deps.Metrics); err != nil {
 		return nil, err

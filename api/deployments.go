@@ -1,21 +1,16 @@
 package api
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"svc/agent"
 	"svc/auth"
-	"svc/bundle"
 	"svc/deploy"
 	"svc/errcode"
-	"svc/faults"
 	"svc/registry"
 )
 
@@ -228,10 +223,7 @@ func (a *API) activate(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.servable(c.Request.Context(), d); err != nil {
-		return err
-	}
-	d, err = a.deployments.Activate(c.Request.Context(), d.ID, actor(c))
+	d, err = a.lifecycle.Activate(c.Request.Context(), d, actor(c))
 	if err != nil {
 		return err
 	}
@@ -263,30 +255,9 @@ func (a *API) promote(c *gin.Context) error {
 	if to == req.FromEnvironment {
 		return InvalidField("toEnvironment", "must differ from fromEnvironment")
 	}
-	ctx := c.Request.Context()
-	src, err := a.sources.Get(ctx, ag.ID)
-	if err != nil && !errors.Is(err, registry.ErrSourceNotFound) {
-		return err
-	}
-	preq := registry.PromoteRequest{
+	d, err := a.lifecycle.Promote(c.Request.Context(), deploy.PromoteRequest{
 		AgentID: ag.ID, From: req.FromEnvironment, To: to, Force: req.Force, Actor: actor(c),
-		Copy: func(ctx context.Context, d registry.Deployment) (string, error) {
-			// Bundles are immutable and content addressed: the new deployment shares the object.
-			// Opening it as a runner does proves it is present and serves (no copy is made).
-			faults.Point("promote.copy")
-			if err := a.servable(ctx, d); err != nil {
-				return "", err
-			}
-			return d.BundleKey, nil
-		},
-	}
-	if src.Type == registry.SourceGit {
-		preq.Gate = a.commitStatuses
-	}
-	d, err := a.deployments.Promote(ctx, preq)
-	if errors.Is(err, registry.ErrNoActive) {
-		return Errorf(errcode.BundleUnavailable, "environment %s has no active deployment to promote", req.FromEnvironment)
-	}
+	})
 	if err != nil {
 		return err
 	}
@@ -305,16 +276,7 @@ func (a *API) rollback(c *gin.Context) error {
 	if err := validEnvironment("environment", req.Environment); err != nil {
 		return err
 	}
-	// The target's bundle must open before anything changes: pick it, check it, then switch to it.
-	ctx := c.Request.Context()
-	target, err := a.deployments.RollbackTarget(ctx, ag.ID, req.Environment, req.DeployID)
-	if err != nil {
-		return err
-	}
-	if err := a.servable(ctx, target); err != nil {
-		return err
-	}
-	d, err := a.deployments.Rollback(ctx, ag.ID, req.Environment, target.ID, actor(c))
+	d, err := a.lifecycle.Rollback(c.Request.Context(), ag.ID, req.Environment, req.DeployID, actor(c))
 	if err != nil {
 		return err
 	}
@@ -397,48 +359,11 @@ func (a *API) snapshot(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	b, ag, err := a.openBundle(c.Request.Context(), d)
+	b, ag, err := a.lifecycle.Open(c.Request.Context(), d)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, snapshotOf(d, b.Manifest, ag))
-}
-
-// openBundle opens d's bundle from the object store and loads its agent, as a runner does. A
-// deployment without a bundle is BUILD_NOT_READY; one whose bundle is missing or does not open
-// is BUNDLE_UNAVAILABLE, naming the deployment (the cause is logged).
-func (a *API) openBundle(ctx context.Context, d registry.Deployment) (*bundle.Bundle, *agent.Agent, error) {
-	if d.BundleKey == "" {
-		return nil, nil, Errorf(errcode.BuildNotReady, "deployment %s has no bundle (status %s)", d.ID, d.Status)
-	}
-	unavailable := func(err error) error {
-		return &Error{Code: errcode.BundleUnavailable, Cause: err,
-			Message: fmt.Sprintf("the bundle of deployment %s is missing or does not open; nothing was changed", d.ID)}
-	}
-	rc, _, err := a.deps.Objects.Get(ctx, d.BundleKey)
-	if err != nil {
-		return nil, nil, unavailable(fmt.Errorf("open bundle %s: %w", d.BundleKey, err))
-	}
-	defer rc.Close() //nolint:errcheck // read-only; a read error is reported by Read
-	b, err := bundle.Read(rc, d.BundleKey)
-	if err != nil {
-		return nil, nil, unavailable(err)
-	}
-	ag, err := b.Agent()
-	if err != nil {
-		return nil, nil, unavailable(err)
-	}
-	return b, ag, nil
-}
-
-// servable checks, before a ready deployment is made active, that a runner can open its bundle.
-// A deployment that is not ready is left to the registry (BUILD_NOT_READY).
-func (a *API) servable(ctx context.Context, d registry.Deployment) error {
-	if d.Status != registry.StatusReady {
-		return nil
-	}
-	_, _, err := a.openBundle(ctx, d)
-	return err
 }
 
 // runEvals serves POST /api/deployments/{deployId}/evals: it queues a run of the ready

@@ -12,6 +12,7 @@ import (
 
 	"svc/agent"
 	"svc/auth"
+	"svc/deploy"
 	"svc/errcode"
 	"svc/registry"
 )
@@ -69,9 +70,19 @@ func classify(err error) (e *Error, internal bool) {
 	var maxBytes *http.MaxBytesError
 	var invalid *registry.InvalidError
 	var problems agent.Problems
+	var bundleErr *deploy.BundleError
+	var notBuilt *deploy.NotBuiltError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr, apiErr.Code == errcode.Internal
+	// deploy's errors before the rest: a bundle that does not open may wrap any cause.
+	case errors.As(err, &bundleErr):
+		return &Error{Code: errcode.BundleUnavailable, Cause: err,
+			Message: fmt.Sprintf("the bundle of deployment %s is missing or does not open; nothing was changed", bundleErr.DeployID)}, false
+	case errors.As(err, &notBuilt):
+		return &Error{Code: errcode.BuildNotReady, Message: fmt.Sprintf("deployment %s has no bundle (status %s)", notBuilt.DeployID, notBuilt.Status), Cause: err}, false
+	case errors.Is(err, deploy.ErrNothingToPromote):
+		return &Error{Code: errcode.BundleUnavailable, Message: detail(err, deploy.ErrNothingToPromote), Cause: err}, false
 	case errors.As(err, &maxBytes):
 		return &Error{Code: errcode.PayloadTooLarge, Cause: err}, false
 	case errors.As(err, &invalid):
