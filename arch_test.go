@@ -79,6 +79,7 @@ var beyondDesign = map[string]map[string]string{
 		"builder": "a redeploy resolves the branch head (builder.BranchHead) and a push's branch filter reads the pushed svc.json (builder.FetchCommit), with the agent's git credentials (builder.Credentials); the lifecycle opens a bundle as a runner does (builder.OpenStored)",
 		"bundle":  "Lifecycle.Open hands the opened bundle (its manifest) to the snapshot route",
 		"faults":  "the fault points of the fault harness (SVC_FAULT, testing only)",
+		"githost": "the eval policy (deploy.Evals) posts each svc/evals status to the agent's git host",
 	},
 	"evals": {
 		"runner/models": "the judge is a runner/models.Provider",

@@ -30,6 +30,7 @@ type env struct {
 	commits  *workers.CommitCache
 	stores   *registry.Stores
 	objects  registry.Objects
+	queue    workers.Queue
 }
 
 // newEnv wires a Deployer on db and a build handler on the in-process queue, running until the
@@ -69,7 +70,7 @@ func newEnv(t *testing.T, db *gorm.DB, commits *workers.CommitCache) *env {
 			Deployments: stores.Deployments, Queue: q, Sources: sources, Pushes: stores.Pushes, Credentials: creds, Commits: commits,
 			Objects: objects,
 		}),
-		commits: commits, stores: stores, objects: objects,
+		commits: commits, stores: stores, objects: objects, queue: q,
 	}
 }
 

@@ -248,7 +248,7 @@ func (p *platform) bootstrap(ctx context.Context) (string, error) {
 // buildMux is the queue's task routing: builds, evals, and the wake-ups of durable runs, which
 // runs takes. commits, when not nil, is the cache this process's Deployer fills (svc up).
 func (p *platform) buildMux(commits *workers.CommitCache, runs *engine.Engine) *workers.ServeMux {
-	mux := workers.NewServeMux()
+	mux, evalPolicy := workers.NewServeMux(), p.newEvals()
 	mux.Handle(workers.TaskDurableWake, &workers.WakeHandler{Wake: func(ctx context.Context, w workers.Wakeup) error {
 		if err := runs.Wake(ctx, w.AgentID, w.RunID); err != nil {
 			return fmt.Errorf("wake durable run %s: %w", w.RunID, err)
@@ -258,10 +258,10 @@ func (p *platform) buildMux(commits *workers.CommitCache, runs *engine.Engine) *
 	mux.Handle(workers.TaskBuild, workers.NewBuildHandler(workers.BuildConfig{
 		Deployments: p.deploys, Logs: p.stores.BuildLogs, Objects: p.objects, Sources: workers.NewRegistrySources(p.stores),
 		Credentials: p.credentials(), Limits: builder.DefaultLimits(), Commits: commits, Metrics: p.buildMetrics, Tracer: p.tracer, Logger: p.log,
-		Statuses: p.stores.CommitStatuses, OnReady: p.evalsAfterBuild,
+		Statuses: p.stores.CommitStatuses, OnReady: evalPolicy.AfterBuild,
 	}))
 	mux.Handle(workers.TaskEval, &workers.EvalHandler{Runs: p.stores.EvalRuns, Deployments: p.deploys, Statuses: p.stores.CommitStatuses,
-		Run: p.runEvals, Notify: p.postStatus, Logger: p.log})
+		Run: p.runEvals, Notify: evalPolicy.Post, Logger: p.log})
 	return mux
 }
 

@@ -226,7 +226,7 @@ func (p *platform) secretHint(ctx context.Context, agentID string) func(name str
 func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commits *workers.CommitCache) (*api.API, error) {
 	return api.New(api.Deps{
 		Stores: p.stores, Objects: p.objects, Tokens: p.stores.Tokens, APIKeys: p.stores.APIKeys, Signer: p.signer,
-		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, MetricsToken: p.cfg.MetricsToken, Tracer: p.tracer, Evals: p.queueEvals, Deployer: p.newDeployer(commits), Runtimes: runtimes,
+		AppsDomain: appsDomain, Logger: p.log, Metrics: p.metrics, MetricsToken: p.cfg.MetricsToken, Tracer: p.tracer, Evals: p.newEvals().Queue, Deployer: p.newDeployer(commits), Runtimes: runtimes,
 	})
 }
 
