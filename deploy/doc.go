@@ -23,4 +23,22 @@
 // does for free; between processes the object store is the one place both reach. A push that
 // builds nothing (filtered, already built) stores nothing. A redeploy resolves the branch head
 // with ls-remote and fetches nothing, so its build fetches.
+//
+// # Lifecycle
+//
+// Lifecycle changes what an environment serves: activate, promote and rollback. The registry makes
+// each change one transaction under the environment's lock; what comes before it is policy and
+// lives here: the bundle about to be made active is first opened as a runner would
+// (builder.OpenStored), so an environment never switches to a deployment that cannot serve, and a
+// promotion of a git source's commit waits for its svc/evals status (the gate) unless forced. Its
+// errors are typed (BundleError, NotBuiltError, ErrNothingToPromote, and the registry's
+// sentinels) for the API to map to its codes.
+//
+// # Evals
+//
+// Evals is when evals run and where their outcome goes: a build that makes a git commit's
+// deployment ready queues the agent's evals, holding the commit's svc/evals status pending so that
+// the gate waits for them; each status is also posted to the agent's git host (githost) when the
+// agent has a token for it. The run itself is the evals package's (evals.RunAgent) on a runtime
+// cmd/svc builds, in the eval task handler of workers.
 package deploy
