@@ -56,4 +56,11 @@
 // judge call failed, the verdict was malformed, no judge is configured). Result.State, the state
 // of the commit status, is failure when any eval failed, else error when any eval errored, else
 // success: a real failure outranks an infrastructure error, so an error state never hides one.
+//
+// # An agent's evals
+//
+// RunAgent is the eval policy of a deployment's run: every eval of the agent, in the order of
+// their names, judged by the configured judge model, else the agent's main model, else the
+// platform's default; its state and Result as JSON are the record of the eval run. Which
+// deployments' evals run, and where their statuses go, is deploy.Evals's.
 package evals
