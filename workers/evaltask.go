@@ -113,12 +113,8 @@ func (h *EvalHandler) TaskFailed(ctx context.Context, t Task, cause error) {
 // finish records the run's end and the commit's svc/evals status.
 func (h *EvalHandler) finish(ctx context.Context, r registry.EvalRun, state string, result json.RawMessage, why string) error {
 	ctx = context.WithoutCancel(ctx)
-	if err := h.Runs.Finish(ctx, r.ID, state, result, why); err != nil {
-		return err
-	}
-	if r.CommitSHA == "" {
-		return nil
-	}
+	// The commit status goes first: whoever sees the run finished finds its status recorded (a
+	// task retried after a failed Finish adds the same status again, which statuses allow).
 	desc := "evals of deployment " + r.DeployID + ": " + state
 	if why != "" {
 		desc += ": " + why
@@ -126,9 +122,17 @@ func (h *EvalHandler) finish(ctx context.Context, r registry.EvalRun, state stri
 	if len(desc) > registry.MaxStatusDescriptionLen {
 		desc = desc[:registry.MaxStatusDescriptionLen]
 	}
-	if _, err := h.Statuses.Add(ctx, registry.CommitStatus{AgentID: r.AgentID, Commit: r.CommitSHA, Context: registry.EvalsContext,
-		State: registry.CommitState(state), Description: desc}); err != nil {
+	if r.CommitSHA != "" {
+		if _, err := h.Statuses.Add(ctx, registry.CommitStatus{AgentID: r.AgentID, Commit: r.CommitSHA, Context: registry.EvalsContext,
+			State: registry.CommitState(state), Description: desc}); err != nil {
+			return err
+		}
+	}
+	if err := h.Runs.Finish(ctx, r.ID, state, result, why); err != nil {
 		return err
+	}
+	if r.CommitSHA == "" {
+		return nil
 	}
 	if h.Notify != nil {
 		h.Notify(ctx, r, state, desc)
