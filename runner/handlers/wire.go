@@ -10,7 +10,9 @@ import (
 // JSON in sandbox frames. A call is one "call" from the host, answered by one "done"; while it
 // runs, the worker asks for what lies outside it ("rpc", answered by one "reply") and sends what
 // needs no answer ("emit", "record"). The host may send "cancel" (the deadline passed, or the
-// caller left) and "stop" (a journal write failed) at any time.
+// caller left) and "stop" (a journal write failed) at any time, on the worker's control pipe
+// (sandbox.Proc.Control), naming the call by its Loan: the other frames go over stdin and
+// stdout, one at a time each way, read by whoever waits for them.
 const (
 	opReady  = "ready"  // worker → host, once: it serves
 	opCall   = "call"   // host → worker: run a call
@@ -41,6 +43,7 @@ type message struct {
 	Digest  string          `json:"digest,omitempty"`
 	JS      string          `json:"js,omitempty"`
 	Seq     uint64          `json:"seq,omitempty"`
+	Loan    uint64          `json:"loan,omitempty"` // call, cancel, stop: the call's sandbox.Proc.Loan
 	Method  string          `json:"method,omitempty"`
 	Name    string          `json:"name,omitempty"`
 	Task    string          `json:"task,omitempty"`

@@ -38,6 +38,7 @@ func IsWorker() bool { return os.Getenv(EnvWorker) == "1" }
 // standard input and output, and the watch over its memory.
 type Worker struct {
 	in    *bufio.Reader
+	ctl   *bufio.Reader // the control pipe, descriptor 3 (Proc.Control)
 	outMu sync.Mutex
 	out   io.Writer
 	cap   uint64 // bytes a call may grow the heap by
@@ -50,7 +51,8 @@ func NewWorker() (*Worker, error) {
 	if err != nil || mb <= 0 {
 		return nil, fmt.Errorf("sandbox worker: %s=%q is not a number of MiB", EnvMemoryMB, os.Getenv(EnvMemoryMB))
 	}
-	w := &Worker{in: bufio.NewReaderSize(os.Stdin, 64<<10), out: os.Stdout, cap: uint64(mb) << 20}
+	w := &Worker{in: bufio.NewReaderSize(os.Stdin, 64<<10), ctl: bufio.NewReaderSize(os.NewFile(3, "control"), 4<<10),
+		out: os.Stdout, cap: uint64(mb) << 20}
 	if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, workerPriority); err != nil {
 		return nil, fmt.Errorf("sandbox worker: lower the priority: %w", err)
 	}
@@ -72,6 +74,10 @@ func NewWorker() (*Worker, error) {
 
 // Read reads the next frame from the pool.
 func (w *Worker) Read(limit int) ([]byte, error) { return ReadFrame(w.in, limit) }
+
+// ReadControl reads the next frame from the pool's control pipe (Proc.Control). Only one
+// goroutine may call it at a time; it may be another than the one that calls Read.
+func (w *Worker) ReadControl(limit int) ([]byte, error) { return ReadFrame(w.ctl, limit) }
 
 // Write sends b to the pool as one frame. It is safe for concurrent use.
 func (w *Worker) Write(b []byte) error {
