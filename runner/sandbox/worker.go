@@ -45,6 +45,7 @@ type Worker struct {
 	outMu sync.Mutex
 	out   io.Writer
 	cap   uint64 // bytes a call may grow the heap by
+	watch watch  // Begin
 }
 
 // NewWorker sets this process up as a worker (IsWorker): its address-space limit and its
@@ -96,45 +97,67 @@ func (w *Worker) Write(b []byte) error {
 
 // Begin starts the watch over the memory of one call: from now on, a heap that grows past its
 // size now plus the cap ends the process with ExitMemory, after a line on standard error. The
-// function it returns ends the watch.
+// function it returns ends the watch. Only one call may be watched at a time.
+//
+// The watch is a timer, not a goroutine: a call shorter than watchEvery starts nothing and
+// wakes nothing, and a longer one is looked at every watchEvery by the timer's function.
 func (w *Worker) Begin() (end func()) {
-	base := heapLive()
-	limit := base + w.cap
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(watchEvery)
-		defer t.Stop()
-		samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
-		var lastGC time.Time
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			metrics.Read(samples)
-			live, objects := samples[0].Value.Uint64(), samples[1].Value.Uint64()
-			if live <= limit && objects <= limit+w.cap/4 {
-				continue
-			}
-			// Over, as the last collection saw it, or growing faster than collections run:
-			// count what is reachable now (at most every 20 ms).
-			if time.Since(lastGC) < 20*time.Millisecond {
-				continue
-			}
-			runtime.GC()
-			lastGC = time.Now()
-			if live := heapLive(); live > limit {
-				fmt.Fprintf(os.Stderr, "sandbox: the call holds %d MiB, over its cap of %d MiB\n", (live-base)>>20, w.cap>>20)
-				os.Exit(ExitMemory)
-			}
-		}
-	}()
+	m := &w.watch
+	m.mu.Lock()
+	m.active, m.base = true, heapLive()
+	m.limit = m.base + w.cap
+	if m.timer == nil {
+		m.timer = time.AfterFunc(watchEvery, w.look)
+	} else {
+		m.timer.Reset(watchEvery)
+	}
+	m.mu.Unlock()
 	return func() {
-		close(stop)
-		<-done
+		m.mu.Lock()
+		m.active = false
+		m.timer.Stop()
+		m.mu.Unlock()
+	}
+}
+
+// watch is the state of the memory watch of the call in flight.
+type watch struct {
+	mu      sync.Mutex // held while the heap is looked at: end waits for a look under way
+	active  bool
+	base    uint64 // the heap at the call's start
+	limit   uint64 // base plus the cap
+	timer   *time.Timer
+	lastGC  time.Time
+	samples []metrics.Sample
+}
+
+// look is one look at the heap of the call in flight, every watchEvery until the watch ends.
+func (w *Worker) look() {
+	m := &w.watch
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.active {
+		return
+	}
+	defer m.timer.Reset(watchEvery)
+	if m.samples == nil {
+		m.samples = []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	}
+	metrics.Read(m.samples)
+	live, objects := m.samples[0].Value.Uint64(), m.samples[1].Value.Uint64()
+	if live <= m.limit && objects <= m.limit+w.cap/4 {
+		return
+	}
+	// Over, as the last collection saw it, or growing faster than collections run: count
+	// what is reachable now (at most every 20 ms).
+	if time.Since(m.lastGC) < 20*time.Millisecond {
+		return
+	}
+	runtime.GC()
+	m.lastGC = time.Now()
+	if live := heapLive(); live > m.limit {
+		fmt.Fprintf(os.Stderr, "sandbox: the call holds %d MiB, over its cap of %d MiB\n", (live-m.base)>>20, w.cap>>20)
+		os.Exit(ExitMemory)
 	}
 }
 
