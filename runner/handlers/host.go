@@ -109,7 +109,7 @@ func (t *Tool) exec(ctx context.Context, call tools.Call, j *Journal) (tools.Res
 
 // controlFrame is a frame of the control pipe: op (cancel, stop) for the call of loan.
 func controlFrame(op string, loan uint64) []byte {
-	return []byte(`{"op":"` + op + `","loan":` + strconv.FormatUint(loan, 10) + `}`)
+	return (&message{Op: op, Loan: loan}).encode(nil)
 }
 
 // ended is the error of a call whose ctx ended: its deadline, or the cause it was cancelled with.
@@ -130,8 +130,9 @@ type hostCall struct {
 	call     tools.Call
 	j        *Journal
 	depth    int
-	children int   // ctx.callTool calls made so far, for their ids
-	stopErr  error // a journal write failed: the execution ends with it
+	children int    // ctx.callTool calls made so far, for their ids
+	stopErr  error  // a journal write failed: the execution ends with it
+	buf      []byte // the last frame sent, encoded
 }
 
 // serve sends the call and answers the worker until it is done. clean reports that the worker
@@ -145,8 +146,8 @@ func (h *hostCall) serve() (res tools.Result, pause *durable.Pause, clean bool, 
 		if err != nil {
 			return tools.Result{}, nil, false, h.died(err)
 		}
-		var m message
-		if err := json.Unmarshal(b, &m); err != nil {
+		m, err := decodeMessage(b)
+		if err != nil {
 			h.w.Kill(nil)
 			return tools.Result{}, nil, false, fmt.Errorf("handler %s: the sandbox worker sent a bad frame: %w", h.t.def.Name, err)
 		}
@@ -175,11 +176,8 @@ func (h *hostCall) serve() (res tools.Result, pause *durable.Pause, clean bool, 
 }
 
 func (h *hostCall) send(m message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return h.w.Send(b)
+	h.buf = m.encode(h.buf[:0])
+	return h.w.Send(h.buf)
 }
 
 // died is the error of a call whose worker died or was killed.

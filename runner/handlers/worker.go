@@ -59,6 +59,7 @@ type server struct {
 	progOrder []string            // oldest first
 	progBytes int                 // JavaScript bytes of progs
 	seq       uint64              // of the last rpc
+	buf       []byte              // the last frame sent, encoded (only the main goroutine sends)
 
 	mu     sync.Mutex
 	loan   uint64                  // of the call in flight (sandbox.Proc.Loan); 0 between calls
@@ -94,15 +95,11 @@ func (s *server) serve() int {
 
 // read reads and decodes the host's next frame on stdin.
 func (s *server) read() (message, error) {
-	var m message
 	b, err := s.w.Read(maxHostFrame)
 	if err != nil {
-		return m, err
+		return message{}, err
 	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("bad frame: %w", err)
-	}
-	return m, nil
+	return decodeMessage(b)
 }
 
 // await reads the frame the call waits for, of kind op; anything else means the host is gone
@@ -130,9 +127,9 @@ func (s *server) control() {
 		if err != nil {
 			return // the host is gone: the main goroutine sees it too
 		}
-		var m message
-		if err := json.Unmarshal(b, &m); err != nil {
-			fmt.Fprintln(os.Stderr, "sandbox worker: bad control frame:", err)
+		m, err := decodeMessage(b)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox worker: control:", err)
 			os.Exit(1)
 		}
 		switch m.Op {
@@ -222,11 +219,8 @@ type compiled struct {
 }
 
 func (s *server) send(m message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return s.w.Write(b)
+	s.buf = m.encode(s.buf[:0])
+	return s.w.Write(s.buf)
 }
 
 // emit implements outside.
