@@ -29,6 +29,7 @@
 // (modernc.org/quickjs) has both but loses goja's source maps and async functions as they
 // behave today; an engine compiled to WebAssembly would cost its start-up per call. A process
 // boundary keeps the engine, and is the one limit that also holds for bugs in the engine. The
-// price is one round trip over a pipe per call and a few MiB per warm worker: measured in
-// BENCHMARKS.md and the README.
+// price is a round trip over a pipe per call and per thing the code asks of the runner (each
+// ctx.callTool of a handler), and about 13 MiB of private memory per warm worker: measured in
+// BENCHMARKS.md.
 package sandbox

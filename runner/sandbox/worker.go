@@ -76,7 +76,7 @@ func NewWorker() (*Worker, error) {
 	// A worker's heap is small and almost all of what a call allocates is garbage once it
 	// returns: at the default GOGC a collection ran every 18 calls of a handler with three
 	// rpcs, and marking and sweeping took a fifth of the worker's CPU. Four times the live heap
-	// between collections costs about 5 MiB more per worker (BENCHMARKS.md).
+	// between collections costs about 4 MiB more per worker (BENCHMARKS.md).
 	debug.SetGCPercent(gcPercent)
 	return w, nil
 }
