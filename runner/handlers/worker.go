@@ -220,8 +220,15 @@ type compiled struct {
 
 func (s *server) send(m message) error {
 	s.buf = m.encode(s.buf[:0])
-	return s.w.Write(s.buf)
+	err := s.w.Write(s.buf)
+	if cap(s.buf) > maxKeptBuf { // a big result: do not keep its memory between calls
+		s.buf = nil
+	}
+	return err
 }
+
+// maxKeptBuf bounds the encoding buffer a worker keeps between frames.
+const maxKeptBuf = 64 << 10
 
 // emit implements outside.
 func (s *server) emit(f *emitFrame) {
