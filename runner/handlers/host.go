@@ -44,9 +44,6 @@ func (j *Journal) now() time.Time {
 // minWait is the least time a call waits for a sandbox worker, free or started.
 const minWait = 10 * time.Second
 
-// cancelFrame asks a worker to interrupt its call.
-var cancelFrame = []byte(`{"op":"` + opCancel + `"}`)
-
 // exec runs one call (j nil) or one durable execution in a sandbox worker, and serves what the
 // handler asks of the outside while it runs.
 func (t *Tool) exec(ctx context.Context, call tools.Call, j *Journal) (tools.Result, *durable.Pause, error) {
@@ -88,14 +85,15 @@ func (t *Tool) exec(ctx context.Context, call tools.Call, j *Journal) (tools.Res
 	var mu sync.Mutex
 	var kill *time.Timer
 	asked := make(chan struct{})
+	loan := w.Loan()
 	stop := context.AfterFunc(ctx, func() {
 		defer close(asked)
-		_ = w.Send(cancelFrame) // a dead worker is noticed by the serve loop
+		_ = w.Control(controlFrame(opCancel, loan)) // a dead worker is noticed by the serve loop
 		mu.Lock()
 		kill = time.AfterFunc(pool.Grace(), func() { w.Kill(sandbox.ErrOverran) })
 		mu.Unlock()
 	})
-	h := &hostCall{t: t, w: w, ctx: ctx, call: call, j: j, depth: depth}
+	h := &hostCall{t: t, w: w, loan: loan, ctx: ctx, call: call, j: j, depth: depth}
 	res, pause, clean, err := h.serve()
 	if !stop() {
 		<-asked
@@ -107,6 +105,11 @@ func (t *Tool) exec(ctx context.Context, call tools.Call, j *Journal) (tools.Res
 	}
 	pool.Release(w, clean)
 	return res, pause, err
+}
+
+// controlFrame is a frame of the control pipe: op (cancel, stop) for the call of loan.
+func controlFrame(op string, loan uint64) []byte {
+	return (&message{Op: op, Loan: loan}).encode(nil)
 }
 
 // ended is the error of a call whose ctx ended: its deadline, or the cause it was cancelled with.
@@ -122,18 +125,20 @@ func (t *Tool) ended(ctx context.Context) error {
 type hostCall struct {
 	t        *Tool
 	w        *sandbox.Proc
+	loan     uint64 // w.Loan(): names the call in control frames
 	ctx      context.Context
 	call     tools.Call
 	j        *Journal
 	depth    int
-	children int   // ctx.callTool calls made so far, for their ids
-	stopErr  error // a journal write failed: the execution ends with it
+	children int    // ctx.callTool calls made so far, for their ids
+	stopErr  error  // a journal write failed: the execution ends with it
+	buf      []byte // the last frame sent, encoded
 }
 
 // serve sends the call and answers the worker until it is done. clean reports that the worker
 // ended the call as the protocol says, and can take another.
 func (h *hostCall) serve() (res tools.Result, pause *durable.Pause, clean bool, err error) {
-	if err := h.send(message{Op: opCall, Call: h.spec()}); err != nil {
+	if err := h.send(message{Op: opCall, Loan: h.loan, Call: h.spec()}); err != nil {
 		return tools.Result{}, nil, false, h.died(err)
 	}
 	for {
@@ -141,8 +146,8 @@ func (h *hostCall) serve() (res tools.Result, pause *durable.Pause, clean bool, 
 		if err != nil {
 			return tools.Result{}, nil, false, h.died(err)
 		}
-		var m message
-		if err := json.Unmarshal(b, &m); err != nil {
+		m, err := decodeMessage(b)
+		if err != nil {
 			h.w.Kill(nil)
 			return tools.Result{}, nil, false, fmt.Errorf("handler %s: the sandbox worker sent a bad frame: %w", h.t.def.Name, err)
 		}
@@ -171,11 +176,8 @@ func (h *hostCall) serve() (res tools.Result, pause *durable.Pause, clean bool, 
 }
 
 func (h *hostCall) send(m message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return h.w.Send(b)
+	h.buf = m.encode(h.buf[:0])
+	return h.w.Send(h.buf)
 }
 
 // died is the error of a call whose worker died or was killed.
@@ -242,7 +244,7 @@ func (h *hostCall) record(key string, value json.RawMessage) {
 // after reaches the outside.
 func (h *hostCall) stop(err error) {
 	h.stopErr = err
-	_ = h.send(message{Op: opStop}) // a dead worker is noticed by the serve loop
+	_ = h.w.Control(controlFrame(opStop, h.loan)) // a dead worker is noticed by the serve loop
 }
 
 // flush makes the journal durable before a call with effects outside the run.

@@ -6,11 +6,13 @@ import (
 	"svc/runner/durable"
 )
 
-// The frames between a runner (the host side, host.go) and a sandbox worker (worker.go), as
-// JSON in sandbox frames. A call is one "call" from the host, answered by one "done"; while it
-// runs, the worker asks for what lies outside it ("rpc", answered by one "reply") and sends what
-// needs no answer ("emit", "record"). The host may send "cancel" (the deadline passed, or the
-// caller left) and "stop" (a journal write failed) at any time.
+// The frames between a runner (the host side, host.go) and a sandbox worker (worker.go), each
+// a message in a sandbox frame, encoded as codec.go says. A call is one "call" from the host,
+// answered by one "done"; while it runs, the worker asks for what lies outside it ("rpc",
+// answered by one "reply") and sends what needs no answer ("emit", "record"). The host may send
+// "cancel" (the deadline passed, or the caller left) and "stop" (a journal write failed) at any
+// time, on the worker's control pipe (sandbox.Proc.Control), naming the call by its Loan: the
+// other frames go over stdin and stdout, one at a time each way, read by whoever waits for them.
 const (
 	opReady  = "ready"  // worker → host, once: it serves
 	opCall   = "call"   // host → worker: run a call
@@ -36,73 +38,74 @@ const (
 
 // message is one frame.
 type message struct {
-	Op      string          `json:"op"`
-	Call    *callSpec       `json:"call,omitempty"`
-	Digest  string          `json:"digest,omitempty"`
-	JS      string          `json:"js,omitempty"`
-	Seq     uint64          `json:"seq,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Name    string          `json:"name,omitempty"`
-	Task    string          `json:"task,omitempty"`
-	Args    json.RawMessage `json:"args,omitempty"`
-	Files   []string        `json:"files,omitempty"`
-	Key     string          `json:"key,omitempty"`
-	Value   json.RawMessage `json:"value,omitempty"`
-	Error   string          `json:"error,omitempty"`
-	Stop    bool            `json:"stop,omitempty"`
-	Frame   *emitFrame      `json:"frame,omitempty"`
-	Outcome *outcome        `json:"outcome,omitempty"`
+	Op      string
+	Call    *callSpec
+	Digest  string
+	JS      string
+	Seq     uint64
+	Loan    uint64 // call, cancel, stop: the call's sandbox.Proc.Loan
+	Method  string
+	Name    string
+	Task    string
+	Args    json.RawMessage
+	Files   []string
+	Key     string
+	Value   json.RawMessage
+	Error   string
+	Stop    bool
+	Frame   *emitFrame
+	Outcome *outcome
 }
 
 // callSpec is what a worker needs to run one call.
 type callSpec struct {
-	Tool       string   `json:"tool"`
-	Digest     string   `json:"digest"`
-	SourcePath string   `json:"source_path"`
-	Layout     string   `json:"layout,omitempty"`
-	UsesTools  []string `json:"uses_tools,omitempty"`
-	UsesAgents []string `json:"uses_agents,omitempty"`
-	Children   bool     `json:"children,omitempty"` // ctx.callTool is bound
-	Subagents  bool     `json:"subagents,omitempty"`
+	Tool       string
+	Digest     string
+	SourcePath string
+	Layout     string
+	UsesTools  []string
+	UsesAgents []string
+	Children   bool // ctx.callTool is bound
+	Subagents  bool
 
-	MaxResultBytes int `json:"max_result_bytes"`
-	MaxLogLines    int `json:"max_log_lines"`
-	MaxLogBytes    int `json:"max_log_bytes"`
-	MaxDepth       int `json:"max_depth"`
-	Depth          int `json:"depth"` // 1 for a call of the model, more for children
+	MaxResultBytes int
+	MaxLogLines    int
+	MaxLogBytes    int
+	MaxDepth       int
+	Depth          int // 1 for a call of the model, more for children
 
-	ID        string          `json:"id"`
-	SessionID string          `json:"session_id,omitempty"`
-	Args      json.RawMessage `json:"args,omitempty"`
-	Files     []fileInfo      `json:"files,omitempty"` // the turn's attachments, without data
+	ID        string
+	SessionID string
+	Args      json.RawMessage
+	Files     []fileInfo // the turn's attachments, without data
 
-	Durable  bool                       `json:"durable,omitempty"`
-	Recorded map[string]json.RawMessage `json:"recorded,omitempty"`
+	Durable  bool
+	Recorded map[string]json.RawMessage
 }
 
 // fileInfo describes one attachment of the turn; its data is fetched when the handler reads
 // ctx.attachments.
 type fileInfo struct {
-	Filename string `json:"filename"`
-	MimeType string `json:"mimeType"`
-	Delivery string `json:"delivery"`
-	Size     int    `json:"size"`
+	Filename string
+	MimeType string
+	Delivery string
+	Size     int
 }
 
 // emitFrame is a frame a handler sends to the client.
 type emitFrame struct {
-	Type           string `json:"type"`
-	Message        string `json:"message,omitempty"`
-	RunningLabel   string `json:"running_label,omitempty"`
-	CompletedLabel string `json:"completed_label,omitempty"`
+	Type           string
+	Message        string
+	RunningLabel   string
+	CompletedLabel string
 }
 
 // outcome is how a call ended: a result, a pause, or an error.
 type outcome struct {
-	Content string          `json:"content,omitempty"`
-	Data    json.RawMessage `json:"data,omitempty"`
-	Pause   *durable.Pause  `json:"pause,omitempty"`
-	Err     *wireError      `json:"err,omitempty"`
+	Content string
+	Data    json.RawMessage
+	Pause   *durable.Pause
+	Err     *wireError
 }
 
 // Kinds of wireError.
@@ -117,10 +120,10 @@ const (
 
 // wireError is an error of a call as it crosses to the host.
 type wireError struct {
-	Kind    string `json:"kind"`
-	Message string `json:"message"`
-	Tool    string `json:"tool,omitempty"` // errThrew: the *Error's fields
-	File    string `json:"file,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Column  int    `json:"column,omitempty"`
+	Kind    string
+	Message string
+	Tool    string // errThrew: the *Error's fields
+	File    string
+	Line    int
+	Column  int
 }

@@ -33,6 +33,9 @@ func ServeSandbox() {
 // maxHostFrame bounds a frame from the host: a call's arguments, journal and attachments.
 const maxHostFrame = 256 << 20
 
+// maxControlFrame bounds a frame on the control pipe: a cancel or a stop.
+const maxControlFrame = 4 << 10
+
 // Programs a worker keeps compiled, at most.
 const (
 	maxPrograms     = 64
@@ -45,86 +48,118 @@ var (
 	errStopped   = errors.New("handlers: stopped by the host")
 )
 
-// server is a sandbox worker's side of the protocol (wire.go): it runs one call at a time on
-// a goroutine of its own while its main goroutine reads what the host sends.
+// server is a sandbox worker's side of the protocol (wire.go). Its main goroutine reads the
+// host's frames on stdin and runs each call itself, reading the replies it waits for as they
+// come: one wake-up per frame. Cancel and stop frames come on the control pipe, read by a
+// goroutine of its own, since the main goroutine does not read while the handler runs.
 type server struct {
 	w *sandbox.Worker
 
 	progs     map[string]compiled // by digest
 	progOrder []string            // oldest first
 	progBytes int                 // JavaScript bytes of progs
+	seq       uint64              // of the last rpc
+	buf       []byte              // the last frame sent, encoded (only the main goroutine sends)
 
-	replies chan message // the reply to the one rpc in flight
-	js      chan message // the JavaScript the call waits for
-
-	mu       sync.Mutex
-	cancel   context.CancelCauseFunc // of the call in flight; nil between calls
-	finished chan struct{}           // closed when the last call's goroutine returned
-	seq      uint64
+	mu     sync.Mutex
+	loan   uint64                  // of the call in flight (sandbox.Proc.Loan); 0 between calls
+	cancel context.CancelCauseFunc // of the call in flight; nil between calls
 }
 
 func newServer(w *sandbox.Worker) *server {
-	done := make(chan struct{})
-	close(done)
-	return &server{w: w, progs: map[string]compiled{},
-		replies: make(chan message, 1), js: make(chan message, 1), finished: done}
+	return &server{w: w, progs: map[string]compiled{}}
 }
 
 // serve reads frames until the host closes the pipe; it returns the exit status.
 func (s *server) serve() int {
+	go s.control() // ends with the process
 	if err := s.send(message{Op: opReady}); err != nil {
 		return 1
 	}
 	for {
-		b, err := s.w.Read(maxHostFrame)
+		m, err := s.read()
 		if errors.Is(err, io.EOF) {
 			return 0
 		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "sandbox worker: read:", err)
+			fmt.Fprintln(os.Stderr, "sandbox worker:", err)
 			return 1
 		}
-		var m message
-		if err := json.Unmarshal(b, &m); err != nil {
-			fmt.Fprintln(os.Stderr, "sandbox worker: bad frame:", err)
+		if m.Op != opCall {
+			fmt.Fprintln(os.Stderr, "sandbox worker: unexpected frame between calls:", m.Op)
 			return 1
+		}
+		s.run(m.Loan, m.Call)
+	}
+}
+
+// read reads and decodes the host's next frame on stdin.
+func (s *server) read() (message, error) {
+	b, err := s.w.Read(maxHostFrame)
+	if err != nil {
+		return message{}, err
+	}
+	return decodeMessage(b)
+}
+
+// await reads the frame the call waits for, of kind op; anything else means the host is gone
+// or broken, and ends the process.
+func (s *server) await(op string) message {
+	m, err := s.read()
+	switch {
+	case errors.Is(err, io.EOF):
+		os.Exit(0) // the host is gone
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "sandbox worker:", err)
+		os.Exit(1)
+	case m.Op != op:
+		fmt.Fprintf(os.Stderr, "sandbox worker: got a %q frame while waiting for %q\n", m.Op, op)
+		os.Exit(1)
+	}
+	return m
+}
+
+// control reads the control pipe until it closes, interrupting the call a cancel or stop frame
+// names.
+func (s *server) control() {
+	for {
+		b, err := s.w.ReadControl(maxControlFrame)
+		if err != nil {
+			return // the host is gone: the main goroutine sees it too
+		}
+		m, err := decodeMessage(b)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox worker: control:", err)
+			os.Exit(1)
 		}
 		switch m.Op {
-		case opCall:
-			<-s.finished // the last call's goroutine is gone
-			ctx, cancel := context.WithCancelCause(context.Background())
-			finished := make(chan struct{})
-			s.mu.Lock()
-			s.cancel, s.finished = cancel, finished
-			s.mu.Unlock()
-			go s.run(ctx, m.Call, finished)
-		case opJS:
-			s.js <- m
-		case opReply:
-			s.replies <- m
 		case opCancel:
-			s.interrupt(errCancelled)
+			s.interrupt(m.Loan, errCancelled)
 		case opStop:
-			s.interrupt(errStopped)
+			s.interrupt(m.Loan, errStopped)
 		default:
-			fmt.Fprintln(os.Stderr, "sandbox worker: unknown frame", m.Op)
-			return 1
+			fmt.Fprintln(os.Stderr, "sandbox worker: unknown control frame", m.Op)
+			os.Exit(1)
 		}
 	}
 }
 
-// interrupt cancels the call in flight, if any.
-func (s *server) interrupt(cause error) {
+// interrupt cancels the call in flight if it is the one of loan; a frame about an earlier
+// call, which ended before the frame came, is moot.
+func (s *server) interrupt(loan uint64, cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cancel != nil {
+	if s.cancel != nil && s.loan == loan {
 		s.cancel(cause)
 	}
 }
 
 // run runs one call and sends its outcome.
-func (s *server) run(ctx context.Context, spec *callSpec, finished chan struct{}) {
-	defer close(finished)
+func (s *server) run(loan uint64, spec *callSpec) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s.mu.Lock()
+	s.loan, s.cancel = loan, cancel
+	s.mu.Unlock()
 	var o *outcome
 	if spec == nil {
 		o = &outcome{Err: &wireError{Kind: errOther, Message: "sandbox worker: a call without its spec"}}
@@ -132,9 +167,9 @@ func (s *server) run(ctx context.Context, spec *callSpec, finished chan struct{}
 		o = s.execute(ctx, spec)
 	}
 	s.mu.Lock()
-	s.cancel(nil)
-	s.cancel = nil
+	s.loan, s.cancel = 0, nil
 	s.mu.Unlock()
+	cancel(nil)
 	if err := s.send(message{Op: opDone, Outcome: o}); err != nil {
 		os.Exit(1) // the host is gone
 	}
@@ -160,7 +195,7 @@ func (s *server) program(spec *callSpec) (*goja.Program, error) {
 	if err := s.send(message{Op: opNeed, Digest: spec.Digest}); err != nil {
 		return nil, err
 	}
-	m := <-s.js
+	m := s.await(opJS)
 	prg, err := compile(spec.Tool, m.JS)
 	if err != nil {
 		return nil, err
@@ -184,12 +219,16 @@ type compiled struct {
 }
 
 func (s *server) send(m message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
+	s.buf = m.encode(s.buf[:0])
+	err := s.w.Write(s.buf)
+	if cap(s.buf) > maxKeptBuf { // a big result: do not keep its memory between calls
+		s.buf = nil
 	}
-	return s.w.Write(b)
+	return err
 }
+
+// maxKeptBuf bounds the encoding buffer a worker keeps between frames.
+const maxKeptBuf = 64 << 10
 
 // emit implements outside.
 func (s *server) emit(f *emitFrame) {
@@ -208,10 +247,10 @@ func (s *server) rpc(m message) message {
 	if err := s.send(m); err != nil {
 		os.Exit(1) // the host is gone
 	}
-	for {
-		r := <-s.replies
-		if r.Seq == m.Seq {
-			return r
-		}
+	r := s.await(opReply)
+	if r.Seq != m.Seq {
+		fmt.Fprintf(os.Stderr, "sandbox worker: the reply to rpc %d came for %d\n", m.Seq, r.Seq)
+		os.Exit(1)
 	}
+	return r
 }

@@ -4,8 +4,10 @@
 //
 // A Pool keeps worker processes of this same executable, started with EnvWorker set, each
 // running one call at a time and speaking length-prefixed frames over its standard input and
-// output (WriteFrame, ReadFrame). What a frame holds is the caller's business (package
-// handlers). The pool enforces what the code inside cannot escape:
+// output (WriteFrame, ReadFrame), plus a control pipe (its descriptor 3) for what must reach
+// it while its code runs, such as a request to stop: the code's own goroutine can then read
+// the frames it waits for, with no goroutine in between. What a frame holds is the caller's
+// business (package handlers). The pool enforces what the code inside cannot escape:
 //
 //   - Time. The caller ends a call at its deadline by asking the worker to stop; a worker that
 //     has not answered Grace later (code stuck in a built-in call, such as a catastrophic
@@ -27,6 +29,7 @@
 // (modernc.org/quickjs) has both but loses goja's source maps and async functions as they
 // behave today; an engine compiled to WebAssembly would cost its start-up per call. A process
 // boundary keeps the engine, and is the one limit that also holds for bugs in the engine. The
-// price is one round trip over a pipe per call and a few MiB per warm worker: measured in
-// BENCHMARKS.md and the README.
+// price is a round trip over a pipe per call and per thing the code asks of the runner (each
+// ctx.callTool of a handler), and about 13 MiB of private memory per warm worker: measured in
+// BENCHMARKS.md.
 package sandbox

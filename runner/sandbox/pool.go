@@ -146,11 +146,12 @@ func (p *Pool) Acquire(ctx context.Context, key string, nested bool) (*Proc, err
 			p.idle = p.idle[:len(p.idle)-1]
 			p.perKey[key]++
 			w.key = key
+			w.loan++
 			p.mu.Unlock()
 			return w, nil
 		}
 		if free && (nested || len(p.procs) < p.cfg.MaxProcs) {
-			w := &Proc{pool: p, key: key, done: make(chan struct{})}
+			w := &Proc{pool: p, key: key, loan: 1, done: make(chan struct{})}
 			p.procs[w] = struct{}{} // counted while it starts
 			p.perKey[key]++
 			p.started++

@@ -17,7 +17,7 @@ import (
 
 // TestMain makes this test binary a worker that echoes frames, with a few commands: "hang"
 // never answers, "grow" keeps what it allocates under the memory watch, "exit" exits 3 after a
-// line on standard error.
+// line on standard error, "control" answers with the next frame of the control pipe.
 func TestMain(m *testing.M) {
 	if sandbox.IsWorker() {
 		os.Exit(echo())
@@ -50,6 +50,10 @@ func echo() int {
 			return 3
 		case "env":
 			b = []byte(strings.Join(os.Environ(), " "))
+		case "control":
+			if b, err = w.ReadControl(1 << 10); err != nil {
+				return 1
+			}
 		}
 		if err := w.Write(b); err != nil {
 			return 1
@@ -143,6 +147,34 @@ func TestReuseAndReplace(t *testing.T) {
 	}
 	if s := p.Stats(); s.Started != 2 || s.Procs != 1 {
 		t.Errorf("after a dirty release: %+v, want a second worker in place of the first", s)
+	}
+}
+
+// Control frames reach a worker on a pipe of their own, which it reads while it waits for
+// nothing on stdin; Loan numbers each loan of a worker.
+func TestControl(t *testing.T) {
+	p := newPool(t, sandbox.Config{MaxProcs: 1})
+	for want := range uint64(3) {
+		w, err := p.Acquire(t.Context(), "a", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Loan(); got != want+1 {
+			t.Errorf("loan %d of the worker: Loan = %d", want+1, got)
+		}
+		if err := w.Send([]byte("control")); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Control([]byte("stop, please")); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := w.Recv(); err != nil || string(b) != "stop, please" {
+			t.Errorf("Recv = %q, %v; want the control frame echoed", b, err)
+		}
+		p.Release(w, true)
+	}
+	if s := p.Stats(); s.Started != 1 {
+		t.Errorf("%+v: want one worker for the three loans", s)
 	}
 }
 

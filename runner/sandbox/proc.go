@@ -27,11 +27,14 @@ type Proc struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	stdout  *bufio.Reader
+	control *os.File // the write end of the worker's control pipe (its descriptor 3)
+	loan    uint64   // Loan (guarded by the pool's mu)
 	stderr  tail
 	pid     atomic.Int64 // once started
 	baseRSS atomic.Int64 // resident bytes once started
 
-	wmu sync.Mutex // one frame written at a time
+	wmu sync.Mutex // one frame written at a time on stdin
+	cmu sync.Mutex // and on the control pipe
 
 	killMu sync.Mutex
 	reason error // why the pool or the caller killed it; nil when not killed or killed quietly
@@ -62,11 +65,22 @@ func (w *Proc) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sandbox: start a worker: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
+	// The control pipe carries what must reach the worker while its code runs (Control), so
+	// that the code's own goroutine can read the frames it waits for on stdin.
+	controlR, controlW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("sandbox: start a worker: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{controlR} // descriptor 3
+	err = cmd.Start()
+	_ = controlR.Close() // the worker's end; the worker has its own copy
+	if err != nil {
+		_ = controlW.Close()
 		return fmt.Errorf("sandbox: start a worker: %w", err)
 	}
 	w.killMu.Lock()
 	w.cmd, w.stdin, w.stdout = cmd, stdin, bufio.NewReaderSize(stdout, 64<<10)
+	w.control = controlW
 	if w.killed { // the pool closed while it started
 		_ = cmd.Process.Kill()
 	}
@@ -76,6 +90,9 @@ func (w *Proc) start(ctx context.Context) error {
 	go func() {
 		defer w.pool.wg.Done()
 		w.waitErr = cmd.Wait()
+		w.cmu.Lock()
+		_ = w.control.Close() // nothing reads it any more
+		w.cmu.Unlock()
 		close(w.done)
 		if s := w.stderr.String(); s != "" {
 			w.pool.cfg.Logger.Warn("handler sandbox worker said", "pid", cmd.Process.Pid, "stderr", s)
@@ -120,6 +137,30 @@ func (w *Proc) Send(b []byte) error {
 		return w.Died()
 	}
 	return nil
+}
+
+// Control writes b to the worker's control pipe as one frame, which the worker reads on a
+// goroutine of its own (Worker.ReadControl) while its code runs or waits for a frame on stdin:
+// the way to interrupt a call. Frames on the control pipe and on stdin are not ordered with
+// respect to each other, so a control frame names what it is about (Loan). After the worker
+// died it returns why.
+func (w *Proc) Control(b []byte) error {
+	w.cmu.Lock()
+	err := WriteFrame(w.control, b)
+	w.cmu.Unlock()
+	if err != nil {
+		return w.Died()
+	}
+	return nil
+}
+
+// Loan numbers the worker's current loan by the pool: 1 for the first Acquire that returned
+// it, 2 for the next, and so on. The holder can name its call with it in the frames it sends,
+// so that a late control frame about an earlier call is told apart from one about this call.
+func (w *Proc) Loan() uint64 {
+	w.pool.mu.Lock()
+	defer w.pool.mu.Unlock()
+	return w.loan
 }
 
 // maxFrame bounds a frame from a worker: results and journal values are bounded well below.
