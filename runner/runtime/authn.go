@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"net/http"
@@ -15,7 +16,15 @@ const (
 	MethodNone         = "none"          // no authentication configured (local development)
 	MethodAuthToken    = "auth_token"    // the AUTH_TOKEN bearer of svc dev
 	MethodRuntimeToken = "runtime_token" // a signed runtime token
+	MethodAPIKey       = "api_key"       // an ak_ agent API key
 )
+
+// KeyChecker checks ak_ agent API keys (auth.Keys implements it, with no database read per
+// request on the hot path). Check returns the key of value, an error wrapping
+// auth.ErrUnauthenticated for an unknown or revoked key, or another error when it cannot tell.
+type KeyChecker interface {
+	Check(ctx context.Context, value string) (auth.AgentKey, error)
+}
 
 // caller is who sent a request.
 type caller struct {
@@ -25,11 +34,13 @@ type caller struct {
 	// scope is the token's scope_id claim; "" when the token has none.
 	scope  string
 	method string
+	// credentialID is the API key's id for an ak_ key; "" otherwise.
+	credentialID string
 }
 
 // authenticate checks the bearer credential of r.
 func (rt *Runtime) authenticate(r *http.Request) (*caller, error) {
-	if rt.opts.Verifier == nil && rt.opts.AuthToken == "" {
+	if rt.opts.Verifier == nil && rt.opts.AuthToken == "" && rt.opts.Keys == nil {
 		return &caller{method: MethodNone}, nil
 	}
 	token := auth.Bearer(r.Header.Get("Authorization"))
@@ -39,8 +50,11 @@ func (rt *Runtime) authenticate(r *http.Request) (*caller, error) {
 	if rt.opts.AuthToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(rt.opts.AuthToken)) == 1 {
 		return &caller{method: MethodAuthToken}, nil
 	}
-	if strings.HasPrefix(token, auth.PlatformPrefix) || strings.HasPrefix(token, auth.AgentKeyPrefix) {
-		return nil, &APIError{Code: CodeUnauthenticated, Message: "pk_ and ak_ credentials cannot authorize runtime chat; mint a runtime token with POST /api/agents/{agent_id}/tokens"}
+	if strings.HasPrefix(token, auth.AgentKeyPrefix) {
+		return rt.apiKey(r.Context(), token)
+	}
+	if strings.HasPrefix(token, auth.PlatformPrefix) {
+		return nil, &APIError{Code: CodeUnauthenticated, Message: "a pk_ platform token cannot call an agent; send one of the agent's ak_ API keys or a runtime token minted with POST /api/agents/{agent_id}/tokens"}
 	}
 	if rt.opts.Verifier == nil {
 		return nil, apiErr(CodeUnauthenticated)
@@ -59,6 +73,23 @@ func (rt *Runtime) authenticate(r *http.Request) (*caller, error) {
 		return nil, &APIError{Code: CodeForbidden, Message: "the runtime token is for another agent"}
 	}
 	return &caller{userID: claims.UserID, scope: claims.ScopeID, method: MethodRuntimeToken}, nil
+}
+
+// apiKey authenticates an ak_ key: one of this agent's is a trusted service credential with no
+// user (spec 4.6 rules 3 and 5); another agent's is 401, the same as an unknown key, so that a
+// key learns nothing about other agents.
+func (rt *Runtime) apiKey(ctx context.Context, value string) (*caller, error) {
+	if rt.opts.Keys == nil {
+		return nil, &APIError{Code: CodeUnauthenticated, Message: "this runtime accepts no ak_ API keys; send a runtime token"}
+	}
+	key, err := rt.opts.Keys.Check(ctx, value)
+	switch {
+	case errors.Is(err, auth.ErrUnauthenticated) || err == nil && rt.opts.AgentID != "" && key.AgentID != rt.opts.AgentID:
+		return nil, &APIError{Code: CodeUnauthenticated, Message: "unknown or revoked API key for this agent; list the agent's keys with svc agents keys list"}
+	case err != nil:
+		return nil, err
+	}
+	return &caller{method: MethodAPIKey, credentialID: key.ID}, nil
 }
 
 // trusted refuses an end user: the inspect routes show the agent's whole system prompt and its

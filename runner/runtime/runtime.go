@@ -66,8 +66,11 @@ type Options struct {
 	SharedStore bool
 	// Verifier checks runtime tokens (bearer JWTs); nil means runtime tokens are not accepted.
 	Verifier Verifier
+	// Keys checks ak_ agent API keys: a key of AgentID is a trusted service credential on every
+	// route; nil means ak_ keys are refused.
+	Keys KeyChecker
 	// AuthToken, when set, is a bearer value that grants trusted access (svc dev's AUTH_TOKEN).
-	// With neither Verifier nor AuthToken every route is open (local development).
+	// With none of Verifier, Keys and AuthToken every route is open (local development).
 	AuthToken string
 	// Models returns the provider for a model reference (env: references unresolved). nil
 	// means NewModels(Env, nil).
