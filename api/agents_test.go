@@ -198,7 +198,7 @@ func TestSecretsCommitStatusesAndKeys(t *testing.T) {
 		}
 		// The list shows it, without its value; revoking removes it; a second revoke is 404.
 		var list struct {
-			Items []map[string]any
+			Items []map[string]any `json:"apiKeys"`
 		}
 		h.call("GET", "/api/agents/"+id+"/api-keys", h.admin, nil, http.StatusOK, &list)
 		if len(list.Items) != 1 || list.Items[0]["id"] != key.ID || list.Items[0]["name"] != "website" || list.Items[0]["lastUsedAt"] != nil || list.Items[0]["createdAt"] == nil {

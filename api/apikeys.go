@@ -45,7 +45,7 @@ type apiKeyResponse struct {
 }
 
 type apiKeyListResponse struct {
-	Items []apiKeyResponse `json:"items" doc:"the agent's keys that are not revoked, oldest first; never their values"`
+	APIKeys []apiKeyResponse `json:"apiKeys" doc:"the agent's keys that are not revoked, oldest first; never their values"`
 }
 
 // listAPIKeys: GET /api/agents/{id}/api-keys.
@@ -54,9 +54,9 @@ func (a *API) listAPIKeys(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := apiKeyListResponse{Items: make([]apiKeyResponse, 0, len(keys))}
+	out := apiKeyListResponse{APIKeys: make([]apiKeyResponse, 0, len(keys))}
 	for _, k := range keys {
-		out.Items = append(out.Items, apiKeyResponse{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt})
+		out.APIKeys = append(out.APIKeys, apiKeyResponse{ID: k.ID, Name: k.Name, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt})
 	}
 	return writeJSON(c, http.StatusOK, out)
 }
