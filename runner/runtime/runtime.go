@@ -14,6 +14,7 @@ import (
 
 	"svc/agent"
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/approvals"
 	"svc/runner/connections"
 	"svc/runner/durable/engine"
@@ -427,7 +428,7 @@ func (rt *Runtime) noRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // handlerFunc is a route handler: it writes its answer, or returns an error for handle to write.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
+type handlerFunc func(w http.ResponseWriter, r *http.Request, who access.Identity) error
 
 // handle authenticates the request, runs h, turns its error into the error body and recovers
 // panics (STYLE 16, 25).
@@ -442,7 +443,7 @@ func (rt *Runtime) handle(h handlerFunc) http.Handler {
 				writeError(w, r, rt.log, apiErr(CodeInternal))
 			}
 		}()
-		c, err := rt.authenticate(r)
+		who, err := rt.authenticate(r)
 		if err == nil {
 			var release func()
 			if release, err = rt.bodies.admit(r); err == nil {
@@ -452,7 +453,7 @@ func (rt *Runtime) handle(h handlerFunc) http.Handler {
 			}
 		}
 		if err == nil {
-			err = h(w, r, c)
+			err = h(w, r, who)
 		}
 		if err != nil {
 			writeError(w, r, rt.log, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"svc/runner/access"
 	"svc/runner/connections"
 	"svc/runner/sse"
 	"svc/runner/turn"
@@ -29,8 +30,8 @@ type namedText struct {
 // inspectContext serves GET /inspect/context: the compiled system prompt, the tools, the
 // active skills and the loaded knowledge. With ?session_id= it shows that session (its
 // context filled in); otherwise the agent (?agent=, ?skill=) with its templates unfilled.
-func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if err := c.trusted(); err != nil {
+func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, who access.Identity) error {
+	if err := trusted(who); err != nil {
 		return err
 	}
 	q := r.URL.Query()
@@ -40,7 +41,7 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 	active, loaded := []string{}, []string{}
 	if id := q.Get("session_id"); id != "" {
 		r.SetPathValue("id", id)
-		s, err := visible(rt.turns, r, c)
+		s, err := visible(rt.turns, r, who)
 		if err != nil {
 			return err
 		}
@@ -93,8 +94,8 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 
 // inspectConnection serves GET /inspect/connections/{name}: the connection's spec with its
 // base URL resolved and every credential shown as its env: name only, never its value.
-func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if err := c.trusted(); err != nil {
+func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, who access.Identity) error {
+	if err := trusted(who); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
@@ -161,7 +162,7 @@ const heartbeat = 25 * time.Second
 
 // events serves GET /api/events: the runtime's event bus as SSE, until the client leaves or
 // the runtime closes. A token with a scope claim only sees its scope's sessions.
-func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	sub := rt.bus.subscribe()
 	defer rt.bus.unsubscribe(sub)
 	sw := sse.NewWriter(w)
@@ -182,7 +183,7 @@ func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) err
 				return nil
 			}
 		case f := <-sub:
-			if f.SessionID != "" && c.scope != "" && !rt.inScope(r, f.SessionID, c) {
+			if f.SessionID != "" && who.Scope != "" && !rt.inScope(r, f.SessionID, who) {
 				continue
 			}
 			if sw.Write(&f) != nil {
@@ -193,7 +194,7 @@ func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) err
 }
 
 // inScope reports whether the session of an event is visible to c.
-func (rt *Runtime) inScope(r *http.Request, id string, c *caller) bool {
-	_, err := rt.turns.Get(r.Context(), c.who(), id)
+func (rt *Runtime) inScope(r *http.Request, id string, who access.Identity) bool {
+	_, err := rt.turns.Get(r.Context(), who, id)
 	return err == nil
 }
