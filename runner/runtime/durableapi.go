@@ -177,11 +177,13 @@ func (d *durableRoutes) answer(w http.ResponseWriter, r *http.Request, who acces
 	if err != nil {
 		return err
 	}
+	// A run the caller may not see is missing to it, whatever its state (CONTRACT §8): only
+	// who can see it learns that it may not answer.
+	if !seesRun(who, run) {
+		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
+	}
 	p := run.Pause
 	if run.Status != durable.AwaitingInput || p == nil {
-		if !seesRun(who, run) {
-			return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
-		}
 		return notAwaiting(run)
 	}
 	if !mayAnswer(who, run, p) {

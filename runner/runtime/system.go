@@ -161,7 +161,7 @@ func (rt *Runtime) Publish(f *sse.Frame) { rt.bus.publish(f) }
 const heartbeat = 25 * time.Second
 
 // events serves GET /api/events: the runtime's event bus as SSE, until the client leaves or
-// the runtime closes. A token with a scope claim only sees its scope's sessions.
+// the runtime closes. Each caller receives the events of the sessions it may read (mayRead).
 func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	sub := rt.bus.subscribe()
 	defer rt.bus.unsubscribe(sub)
@@ -183,7 +183,7 @@ func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, who access.Ide
 				return nil
 			}
 		case f := <-sub:
-			if f.SessionID != "" && who.Scope != "" && !rt.inScope(r, f.SessionID, who) {
+			if f.SessionID != "" && !rt.mayRead(r, f.SessionID, who) {
 				continue
 			}
 			if sw.Write(&f) != nil {
@@ -193,8 +193,22 @@ func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, who access.Ide
 	}
 }
 
-// inScope reports whether the session of an event is visible to c.
-func (rt *Runtime) inScope(r *http.Request, id string, who access.Identity) bool {
+// mayRead reports whether who may GET the session or durable run id (spec 4.6): an event of
+// GET /api/events reaches only such callers, so nobody learns of a run it may not read
+// (CONTRACT §8). A durable run is judged by its own owner, scope and answerers, read from its
+// journal; a chat session by the session store. A trusted caller without a scope claim reads
+// everything and needs no look-up.
+func (rt *Runtime) mayRead(r *http.Request, id string, who access.Identity) bool {
+	if who.Trusted() && who.Scope == "" {
+		return true
+	}
+	if strings.HasPrefix(id, durablePrefix) {
+		run, err := rt.runs.Get(r.Context(), rt.dep.AgentID, id)
+		return err == nil && (who.Scope == "" || run.ScopeID == who.Scope) && seesRun(who, run)
+	}
 	_, err := rt.turns.Get(r.Context(), who, id)
 	return err == nil
 }
+
+// durablePrefix starts the id of every durable run (engine.StartRun).
+const durablePrefix = "dur_"
