@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -191,8 +193,28 @@ func TestSecretsCommitStatusesAndKeys(t *testing.T) {
 			t.Errorf("the new key does not authenticate for its agent: %+v, %v", k, err)
 		}
 		// It can never control the platform.
-		if rec := h.do(request{method: "GET", path: "/api/agents/" + id, token: key.Key}); rec.Code != 401 {
-			t.Errorf("ak_ key on the platform API = %d, want 401", rec.Code)
+		if rec := h.do(request{method: "GET", path: "/api/agents/" + id, token: key.Key}); rec.Code != 403 || !strings.Contains(rec.Body.String(), `"FORBIDDEN"`) {
+			t.Errorf("ak_ key on the platform API = %d %s, want 403 FORBIDDEN", rec.Code, rec.Body.String())
+		}
+		// The list shows it, without its value; revoking removes it; a second revoke is 404.
+		var list struct {
+			Items []map[string]any `json:"apiKeys"`
+		}
+		h.call("GET", "/api/agents/"+id+"/api-keys", h.admin, nil, http.StatusOK, &list)
+		if len(list.Items) != 1 || list.Items[0]["id"] != key.ID || list.Items[0]["name"] != "website" || list.Items[0]["lastUsedAt"] != nil || list.Items[0]["createdAt"] == nil {
+			t.Errorf("GET api-keys = %+v", list.Items)
+		}
+		if _, ok := list.Items[0]["key"]; ok || strings.Contains(fmt.Sprint(list.Items), key.Key) {
+			t.Errorf("GET api-keys shows the key's value: %+v", list.Items)
+		}
+		h.call("DELETE", "/api/agents/"+id+"/api-keys/"+key.ID, h.admin, nil, http.StatusNoContent, nil)
+		h.call("DELETE", "/api/agents/"+id+"/api-keys/"+key.ID, h.admin, nil, http.StatusNotFound, nil)
+		h.call("GET", "/api/agents/"+id+"/api-keys", h.admin, nil, http.StatusOK, &list)
+		if len(list.Items) != 0 {
+			t.Errorf("GET api-keys after revoke = %+v, want none", list.Items)
+		}
+		if _, err := h.apiKeys.Authenticate(ctx, key.Key); !errors.Is(err, auth.ErrUnauthenticated) {
+			t.Errorf("a revoked key authenticates: %v", err)
 		}
 	})
 }

@@ -73,7 +73,8 @@ func (a *API) authorizeRequest(c *gin.Context, need auth.Kind, agentRoute bool) 
 }
 
 // principal authenticates the Authorization header. Only pk_ automation tokens are platform
-// credentials; each other family is named in the 401 so the caller knows what went wrong.
+// credentials; each other family is named in the error so the caller knows what went wrong: 403
+// for an ak_ agent key (a credential that can never call the platform), 401 for the rest.
 func (a *API) principal(ctx context.Context, header string) (auth.Principal, error) {
 	token := auth.Bearer(header)
 	switch {
@@ -82,7 +83,9 @@ func (a *API) principal(ctx context.Context, header string) (auth.Principal, err
 	case token == "":
 		return auth.Principal{}, Errorf(errcode.Unauthenticated, "the Authorization header must be \"Bearer <token>\"")
 	case strings.HasPrefix(token, auth.AgentKeyPrefix):
-		return auth.Principal{}, Errorf(errcode.Unauthenticated, "an agent API key (ak_) cannot call the platform API; use a pk_ automation token")
+		// An agent key authenticates its agent's runtime only: whatever its value, it may never
+		// call the platform (CONTRACT §8), so it is refused without a look-up.
+		return auth.Principal{}, Errorf(errcode.Forbidden, "an agent API key (ak_) calls its agent's runtime only, never the platform API; use a pk_ automation token")
 	case !strings.HasPrefix(token, auth.PlatformPrefix) && strings.Count(token, ".") == 2:
 		return auth.Principal{}, Errorf(errcode.Unauthenticated, "a runtime token cannot call the platform API; use a pk_ automation token")
 	case !strings.HasPrefix(token, auth.PlatformPrefix):

@@ -102,6 +102,14 @@ func TestRouteTokenKindTable(t *testing.T) {
 				call: json("POST", a+"/source-versions", map[string]any{"files": hello})},
 			{method: "POST", path: "/api/agents/:id/api-keys", need: auth.Admin, agent: true, ok: 201,
 				call: json("POST", a+"/api-keys", map[string]any{"name": "k"})},
+			{method: "GET", path: "/api/agents/:id/api-keys", need: auth.Admin, agent: true, ok: 200, call: json("GET", a+"/api-keys", nil)},
+			{method: "DELETE", path: "/api/agents/:id/api-keys/:keyId", need: auth.Admin, agent: true, ok: 204, call: func() request {
+				k, _, err := h.apiKeys.Create(ctx, agentA, "to revoke")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return request{method: "DELETE", path: a + "/api-keys/" + k.ID}
+			}},
 			{method: "PUT", path: "/api/agents/:id/secrets/:name", need: auth.Admin, agent: true, ok: 204,
 				call: json("PUT", a+"/secrets/API_KEY", map[string]any{"value": "v"})},
 			{method: "GET", path: "/api/agents/:id/secrets", need: auth.Admin, agent: true, ok: 200, call: json("GET", a+"/secrets", nil)},
@@ -184,12 +192,15 @@ func TestRouteTokenKindTable(t *testing.T) {
 	})
 }
 
-// expectedStatus is the status a caller gets on a row: 401 for anything but a valid pk_ token,
+// expectedStatus is the status a caller gets on a row: 403 for an ak_ key, 401 for anything else
+// but a valid pk_ token,
 // 403 for a kind below the route's need or a binding to another agent, else success.
 func expectedStatus(row routeCase, c caller) int {
 	switch {
 	case row.need == "":
 		return row.ok
+	case c.name == "ak_":
+		return http.StatusForbidden // an agent key never calls the platform (CONTRACT §8)
 	case c.kind == "":
 		return http.StatusUnauthorized
 	case !c.kind.Allows(row.need):

@@ -37,6 +37,8 @@ const (
 	DeploymentNotReady   Code = "DEPLOYMENT_NOT_READY"
 	RuntimeUnavailable   Code = "RUNTIME_UNAVAILABLE"
 	MessageBlocked       Code = "MESSAGE_BLOCKED"
+	AccessDenied         Code = "ACCESS_DENIED"
+	CSRFRejected         Code = "CSRF_REJECTED"
 )
 
 type entry struct {
@@ -65,6 +67,8 @@ var catalog = map[Code]entry{
 	DeploymentNotReady:   {http.StatusServiceUnavailable, "the deployment is not ready"},
 	RuntimeUnavailable:   {http.StatusServiceUnavailable, "the deployment's runtime could not be loaded"},
 	MessageBlocked:       {http.StatusUnprocessableEntity, "the message was blocked by the agent's preInput guardrail"},
+	AccessDenied:         {http.StatusForbidden, "no allow rule of the agent admits this user"},
+	CSRFRejected:         {http.StatusForbidden, "a request authenticated by the session cookie came from another origin"},
 }
 
 // All lists the catalog in a fixed order.
@@ -73,7 +77,7 @@ func All() []Code {
 		InvalidRequest, InvalidSource, Unauthenticated, Forbidden, NotFound, MethodNotAllowed, Conflict,
 		PayloadTooLarge, UnsupportedMediaType, EvalGateBlocked, NothingToRollBack, BundleUnavailable,
 		BuildNotReady, Internal, Unavailable, NoActiveDeployment, RuntimeStopped, DeploymentNotReady,
-		RuntimeUnavailable, MessageBlocked,
+		RuntimeUnavailable, MessageBlocked, AccessDenied, CSRFRejected,
 	}
 }
 

@@ -65,12 +65,16 @@ func (s *Access) Put(ctx context.Context, agentID string, settings json.RawMessa
 // BrowserSession is a signed-in user's session on an agent's host, as stored: the cookie's value
 // never is, only its hash (IDHash).
 type BrowserSession struct {
-	IDHash    string `gorm:"primaryKey"`
-	AgentID   string
-	UserID    string
-	Email     string
-	OrgID     string
-	Groups    []string `gorm:"-"`
+	IDHash  string `gorm:"primaryKey"`
+	AgentID string
+	UserID  string
+	Email   string
+	// EmailVerified is false when the provider said the e-mail is not verified.
+	EmailVerified bool
+	OrgID         string
+	Groups        []string `gorm:"-"`
+	// ScopeID is the ID token's scope_id claim; "" when none.
+	ScopeID   string
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	EndedAt   *time.Time
@@ -123,13 +127,22 @@ func (s *BrowserSessions) Get(ctx context.Context, idHash string) (BrowserSessio
 	return row.BrowserSession, nil
 }
 
-// End ends the session whose id hashes to idHash at now; ending an ended or unknown session does
-// nothing.
+// End ends the session whose id hashes to idHash at now; ending an ended session keeps its
+// first end and is no error; an unknown one is ErrBrowserSessionNotFound.
 func (s *BrowserSessions) End(ctx context.Context, idHash string, now time.Time) error {
-	err := s.db.WithContext(ctx).Model(&browserSessionRow{}).Where("id_hash = ? AND ended_at IS NULL", idHash).
-		Update("ended_at", now.UTC()).Error
-	if err != nil {
-		return fmt.Errorf("end browser session: %w", err)
+	res := s.db.WithContext(ctx).Model(&browserSessionRow{}).Where("id_hash = ? AND ended_at IS NULL", idHash).
+		Update("ended_at", now.UTC())
+	if res.Error != nil {
+		return fmt.Errorf("end browser session: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		var n int64
+		if err := s.db.WithContext(ctx).Model(&browserSessionRow{}).Where("id_hash = ?", idHash).Count(&n).Error; err != nil {
+			return fmt.Errorf("end browser session: %w", err)
+		}
+		if n == 0 {
+			return ErrBrowserSessionNotFound
+		}
 	}
 	return nil
 }

@@ -12,8 +12,8 @@ import (
 
 // agentsCommand creates and lists agents: the first step of every setup.
 func agentsCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "agents", Short: "Create and list agents"}
-	cmd.AddCommand(agentsCreateCommand(), agentsListCommand())
+	cmd := &cobra.Command{Use: "agents", Short: "Create and list agents; manage their API keys"}
+	cmd.AddCommand(agentsCreateCommand(), agentsListCommand(), agentsKeysCommand())
 	return cmd
 }
 

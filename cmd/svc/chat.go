@@ -23,7 +23,7 @@ import (
 func chatCommand() *cobra.Command {
 	var r remote
 	var ch chatter
-	var appsDomain, deployID, runtimeURL string
+	var appsDomain, deployID, runtimeURL, apiKey string
 	var ctxPairs []string
 	cmd := &cobra.Command{
 		Use:   "chat [AGENT]",
@@ -32,7 +32,8 @@ func chatCommand() *cobra.Command {
 			"(or, with --deployment, its pinned URL) and streams the answer: text as it comes, tool calls as\n" +
 			"'→ tool {params}' and '← result' lines, warnings on stderr. The session continues between\n" +
 			"messages; /new starts another, /exit leaves. With --message it sends one message and exits,\n" +
-			"non-zero when the agent answered with an error.",
+			"non-zero when the agent answered with an error. With --api-key it sends one of the agent's ak_\n" +
+			"keys instead of minting a token (no platform token needed): name the agent by its slug.",
 		Args:         cobra.MaximumNArgs(1),
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -53,6 +54,32 @@ func chatCommand() *cobra.Command {
 				}
 				ch.c, ch.agent, ch.url, ch.ctx = client.New(runtimeURL, "", nil), client.Agent{Slug: runtimeURL}, runtimeURL, ctxMap
 				ch.token, ch.direct = os.Getenv("AUTH_TOKEN"), true
+				if apiKey != "" {
+					ch.token = apiKey
+				}
+				if cmd.Flags().Changed("message") {
+					return ch.oneShot(ctx, cmd.InOrStdin())
+				}
+				return ch.interactive(ctx, cmd.InOrStdin())
+			}
+			if apiKey != "" {
+				// The key is the credential: no platform call, so the agent is named by its slug.
+				if !strings.HasPrefix(apiKey, "ak_") {
+					return errors.New("--api-key (SVC_AGENT_API_KEY): want an agent API key, ak_...; create one with `svc agents keys create AGENT NAME`")
+				}
+				slug := positional
+				if slug == "" {
+					slug = r.agent
+				}
+				if slug == "" {
+					return errors.New("no agent: with --api-key, name the agent by its slug (svc chat SLUG --api-key ak_...)")
+				}
+				agentURL, err := agentURL(r.url, slug, deployID, appsDomain)
+				if err != nil {
+					return err
+				}
+				ch.c, ch.agent, ch.url, ch.ctx = client.New(r.url, "", nil), client.Agent{Slug: slug}, agentURL, ctxMap
+				ch.token, ch.direct = apiKey, true
 				if cmd.Flags().Changed("message") {
 					return ch.oneShot(ctx, cmd.InOrStdin())
 				}
@@ -85,6 +112,7 @@ func chatCommand() *cobra.Command {
 	fs.StringVar(&ch.named, "named-agent", "", "named agent under agents/ to talk to")
 	fs.StringVar(&deployID, "deployment", "", "talk to this deployment's pinned URL instead of the persistent one")
 	fs.StringArrayVar(&ctxPairs, "context", nil, "KEY=VALUE for the request's context (repeatable)")
+	fs.StringVar(&apiKey, "api-key", os.Getenv("SVC_AGENT_API_KEY"), "send this agent API key (ak_...) instead of minting a runtime token; no platform token needed (env SVC_AGENT_API_KEY)")
 	fs.StringVar(&runtimeURL, "runtime", "", "talk straight to an agent runtime at this URL (svc dev: http://127.0.0.1:3847), with AUTH_TOKEN as its bearer; no platform")
 	return cmd
 }

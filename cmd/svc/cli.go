@@ -24,7 +24,7 @@ import (
 func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		deployCommand(), logsCommand(), statusCommand(), promoteCommand(),
-		rollbackCommand(), activateCommand(), tokenCommand(), chatCommand(), evalsCommand(), secretsCommand(),
+		rollbackCommand(), activateCommand(), tokenCommand(), chatCommand(), evalsCommand(), secretsCommand(), agentsCommand(),
 	}
 }
 

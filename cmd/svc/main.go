@@ -55,7 +55,6 @@ func newRoot() *cobra.Command {
 		},
 		migrateCommand(),
 		openapiCommand(),
-		agentsCommand(),
 	)
 	root.AddCommand(serverCommands()...)
 	root.AddCommand(clientCommands()...)

@@ -46,8 +46,10 @@ type platform struct {
 	deploys   *registry.Deployments
 	// revocations verifies runtime tokens and refuses those of revoked minters (runners).
 	revocations *auth.Revocations
-	queue       workers.Queue
-	closers     []func() error
+	// keys checks ak_ agent API keys for the runtimes (runners): cached, with revocations polled.
+	keys    *auth.Keys
+	queue   workers.Queue
+	closers []func() error
 	// metrics is the process's Prometheus registry: the API's and the runtimes' metrics, on
 	// GET /metrics of the platform's host (and of a runner's own host).
 	metrics      *prometheus.Registry
@@ -181,6 +183,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	}
 	p.stores = registry.NewStores(p.db, p.cipher, p.objects, webhook.NormalizeRepoURL)
 	p.revocations = auth.NewRevocations(p.signer, p.stores.Tokens, 0, log)
+	p.keys = auth.NewKeys(auth.KeysParams{Store: p.stores.APIKeys, Logger: log})
 	p.metrics = prometheus.NewRegistry()
 	p.deploys = p.stores.Deployments
 

@@ -76,6 +76,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	if err := p.revocations.Refresh(ctx); err != nil {
 		return nil, nil, err
 	}
+	if err := p.keys.Refresh(ctx); err != nil {
+		return nil, nil, err
+	}
 	var defaultModel agent.ModelRef
 	if provider, model, ok := strings.Cut(p.cfg.DefaultModel, "/"); ok {
 		defaultModel = agent.ModelRef{Provider: provider, Model: model}
@@ -149,7 +152,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 				return nil, err
 			}
 			rt, err := runtime.New(runtime.Options{
-				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations,
+				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations, Keys: p.keys,
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
@@ -293,6 +296,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		},
 		func(ctx context.Context) error { return p.runQueue(ctx, commits, runs) },
 		p.revocations.Run,
+		p.keys.Run,
 	)
 }
 
@@ -331,7 +335,7 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 	}
 	defer p.stopRouter(router, runs)
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
-	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, runs) }, p.revocations.Run}
+	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, runs) }, p.revocations.Run, p.keys.Run}
 	if cfg.MetricsAddr != "" {
 		// A worker has no HTTP side of its own: its build, queue and durable metrics are
 		// served here when asked for.
@@ -387,5 +391,6 @@ func roleRunner(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 			}, func(context.Context) { p.stopRouter(router, runs) })
 		},
 		p.revocations.Run,
+		p.keys.Run,
 	)
 }

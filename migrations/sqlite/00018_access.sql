@@ -14,8 +14,10 @@ CREATE TABLE browser_sessions (
     agent_id    TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
     user_id     TEXT NOT NULL,
     email       TEXT NOT NULL DEFAULT '',
+    email_verified BOOLEAN NOT NULL DEFAULT 0,
     org_id      TEXT NOT NULL DEFAULT '',
     group_names TEXT NOT NULL DEFAULT '[]',
+    scope_id    TEXT NOT NULL DEFAULT '',
     created_at  DATETIME NOT NULL,
     expires_at  DATETIME NOT NULL,
     ended_at    DATETIME

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/loop"
 	"svc/runner/sse"
 )
@@ -300,13 +301,13 @@ func appendRaw(b, raw []byte, def string) []byte {
 
 // chatAIStream serves POST /chat/ai-stream. It takes our chat body or useChat's
 // {id, messages}: then the last user message is the turn's message and id the session.
-func (rt *Runtime) chatAIStream(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (rt *Runtime) chatAIStream(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var req chatRequest
 	if err := readJSON(w, r, &req); err != nil {
 		return err
 	}
 	req.fromUIMessages()
-	t, err := rt.beginTurn(r.Context(), c, &req)
+	t, err := rt.beginTurn(r.Context(), who, &req)
 	if err != nil {
 		return err
 	}

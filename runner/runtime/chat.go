@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"svc/runner/access"
 	"svc/runner/loop"
 	"svc/runner/sse"
 	"svc/runner/tools"
@@ -15,16 +16,16 @@ import (
 // beginTurn validates a chat request and opens its turn (turn.Engine.Open: the session resolved
 // under the tenancy rules of spec §4.6 and locked, the user's message stored). Every error is
 // returned before anything is streamed.
-func (rt *Runtime) beginTurn(ctx context.Context, c *caller, req *chatRequest) (*turn.Turn, error) {
+func (rt *Runtime) beginTurn(ctx context.Context, who access.Identity, req *chatRequest) (*turn.Turn, error) {
 	in, err := req.validate()
 	if err != nil {
 		return nil, err
 	}
-	if err := requireScope(rt.scopeRequired, c, req.ScopeID); err != nil {
+	if err := requireScope(rt.scopeRequired, who, req.ScopeID); err != nil {
 		return nil, err
 	}
 	t, err := rt.turns.Open(ctx, turn.Start{
-		SessionID: req.SessionID, New: req.settings(), Caller: c.who(),
+		SessionID: req.SessionID, New: req.settings(), Caller: who,
 		Text: in.text, Parts: in.parts, Warnings: in.warnings,
 		Metadata: req.Metadata, Context: req.Context, Attachments: in.files, Eval: req.eval,
 	})
@@ -51,12 +52,12 @@ func (s *sseSink) Emit(f *sse.Frame) error {
 }
 
 // chatStream serves POST /chat and /chat/stream: the turn as SSE frames.
-func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var req chatRequest
 	if err := readJSON(w, r, &req); err != nil {
 		return err
 	}
-	t, err := rt.beginTurn(r.Context(), c, &req)
+	t, err := rt.beginTurn(r.Context(), who, &req)
 	if err != nil {
 		return err
 	}
@@ -163,12 +164,12 @@ func (r rawJSON) MarshalJSON() ([]byte, error) {
 }
 
 // chatSync serves POST /chat/sync: the whole turn in one JSON answer.
-func (rt *Runtime) chatSync(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (rt *Runtime) chatSync(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var req chatRequest
 	if err := readJSON(w, r, &req); err != nil {
 		return err
 	}
-	t, err := rt.beginTurn(r.Context(), c, &req)
+	t, err := rt.beginTurn(r.Context(), who, &req)
 	if err != nil {
 		return err
 	}
@@ -191,11 +192,11 @@ func scopeRequired(o *Options) bool {
 }
 
 // requireScope refuses a request without a scope when required is set (scopeRequired).
-func requireScope(required bool, c *caller, requested string) error {
+func requireScope(required bool, who access.Identity, requested string) error {
 	if !required {
 		return nil
 	}
-	if scope, err := c.who().ScopeFor(requested); err != nil || scope != "" {
+	if scope, err := who.ScopeFor(requested); err != nil || scope != "" {
 		return err
 	}
 	return invalid("scope_id", "is required: svc.json sets scope.requireScope")
@@ -237,7 +238,7 @@ func (rt *Runtime) RunTurn(ctx context.Context, et EvalTurn) (string, []sse.Fram
 		n := int64(et.MaxSessionTokens)
 		req.MaxSessionTokens = &n
 	}
-	t, err := rt.beginTurn(ctx, &caller{method: MethodInternal}, req)
+	t, err := rt.beginTurn(ctx, access.Identity{Method: MethodInternal}, req)
 	if err != nil {
 		return "", nil, err
 	}

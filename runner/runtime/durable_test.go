@@ -76,8 +76,8 @@ func TestDurableRefundFlow(t *testing.T) {
 	answer := func(token string, body map[string]any) *response {
 		return e.do("POST", "/api/sessions/"+id+"/answer", token, body)
 	}
-	if r := answer(mallory, map[string]any{"value": "approve"}); r.Status != 403 || r.JSON["error"] != "not_eligible_answerer" {
-		t.Errorf("mallory's answer: %d %s", r.Status, r.Body)
+	if r := answer(mallory, map[string]any{"value": "approve"}); r.Status != 404 || r.JSON["error"] != "not_found" {
+		t.Errorf("mallory's answer to a run she cannot see: %d %s, want 404 (CONTRACT §8)", r.Status, r.Body)
 	}
 	if r := answer(service, map[string]any{"value": "approve"}); r.Status != 403 || r.JSON["error"] != "not_eligible_answerer" {
 		t.Errorf("a service's answer to a pause with eligible answerers: %d %s", r.Status, r.Body)

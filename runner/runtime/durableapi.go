@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"svc/agent"
+	"svc/runner/access"
 	"svc/runner/durable"
 	"svc/runner/durable/engine"
 	"svc/runner/handlers"
@@ -65,48 +66,48 @@ func recordOf(r durable.Run) runRecord {
 
 // respondent is how an answer names its author: the verified user, or "service" for a trusted
 // caller without one.
-func (c *caller) respondent() string {
-	if c.userID != "" {
-		return c.userID
+func respondent(who access.Identity) string {
+	if who.UserID != "" {
+		return who.UserID
 	}
 	return "service"
 }
 
 // owns reports whether c may act on run as its owner would (spec 4.6 rules 2, 3, 6).
-func (c *caller) owns(run durable.Run) bool {
-	if c.scope != "" && run.ScopeID != c.scope {
+func owns(who access.Identity, run durable.Run) bool {
+	if who.Scope != "" && run.ScopeID != who.Scope {
 		return false
 	}
-	return run.Owner == "" || c.userID == "" || run.Owner == c.userID
+	return run.Owner == "" || who.UserID == "" || run.Owner == who.UserID
 }
 
 // mayAnswer reports whether c may answer the pause p of run: never when excluded; with a list
 // of eligible answerers, only a verified user on it; without one, whoever owns the run.
-func (c *caller) mayAnswer(run durable.Run, p *durable.Pause) bool {
-	if c.scope != "" && run.ScopeID != c.scope {
+func mayAnswer(who access.Identity, run durable.Run, p *durable.Pause) bool {
+	if who.Scope != "" && run.ScopeID != who.Scope {
 		return false
 	}
-	if c.userID != "" && slices.Contains(p.ExcludeAnswerers, c.userID) {
+	if who.UserID != "" && slices.Contains(p.ExcludeAnswerers, who.UserID) {
 		return false
 	}
 	if len(p.EligibleAnswerers) > 0 {
-		return c.userID != "" && slices.Contains(p.EligibleAnswerers, c.userID)
+		return who.UserID != "" && slices.Contains(p.EligibleAnswerers, who.UserID)
 	}
-	return c.owns(run)
+	return owns(who, run)
 }
 
 // seesRun reports whether c may see run at all: its owner, an answerer of its pause, or who
 // answered it last.
-func (c *caller) seesRun(run durable.Run) bool {
+func seesRun(who access.Identity, run durable.Run) bool {
 	switch {
-	case c.owns(run):
+	case owns(who, run):
 		return true
-	case c.scope != "" && run.ScopeID != c.scope:
+	case who.Scope != "" && run.ScopeID != who.Scope:
 		return false
-	case c.userID != "" && run.AnsweredBy == c.userID:
+	case who.UserID != "" && run.AnsweredBy == who.UserID:
 		return true
 	}
-	return run.Pause != nil && c.mayAnswer(run, run.Pause)
+	return run.Pause != nil && mayAnswer(who, run, run.Pause)
 }
 
 // durableRoutes serve the durable sessions of a runtime's deployment: thin calls to its engine.
@@ -129,7 +130,7 @@ func durableTool(ag *agent.Agent, deployID string, compile func(*agent.Tool) (*h
 
 // find is the durable session of the request's {id}: 404 when there is none, or when c may
 // neither own it nor answer it (hidden like a missing one, spec 4.6 rule 2).
-func (d *durableRoutes) find(r *http.Request, c *caller) (durable.Run, error) {
+func (d *durableRoutes) find(r *http.Request, who access.Identity) (durable.Run, error) {
 	id := r.PathValue("id")
 	run, err := d.runs.Get(r.Context(), d.dep.AgentID, id)
 	switch {
@@ -137,7 +138,7 @@ func (d *durableRoutes) find(r *http.Request, c *caller) (durable.Run, error) {
 		return durable.Run{}, &APIError{Code: CodeNotFound, Message: "no durable session " + id}
 	case err != nil:
 		return durable.Run{}, err
-	case c.scope != "" && run.ScopeID != c.scope:
+	case who.Scope != "" && run.ScopeID != who.Scope:
 		return durable.Run{}, &APIError{Code: CodeNotFound, Message: "no durable session " + id}
 	}
 	return run, nil
@@ -145,12 +146,12 @@ func (d *durableRoutes) find(r *http.Request, c *caller) (durable.Run, error) {
 
 // get serves GET /api/sessions/{id}: the durable session's record, for its owner and for
 // whoever may answer it (or answered it last).
-func (d *durableRoutes) get(w http.ResponseWriter, r *http.Request, c *caller) error {
-	run, err := d.find(r, c)
+func (d *durableRoutes) get(w http.ResponseWriter, r *http.Request, who access.Identity) error {
+	run, err := d.find(r, who)
 	if err != nil {
 		return err
 	}
-	if !c.seesRun(run) {
+	if !seesRun(who, run) {
 		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
 	}
 	writeJSON(w, http.StatusOK, recordOf(run))
@@ -167,30 +168,32 @@ type answerRequest struct {
 // answer once and claims the run, answers with the record (status running), and the engine
 // resumes the run in the background (spec 3.2, 4.4, 7; CONTRACT §6): however long the handler
 // takes, the answer does not wait for it.
-func (d *durableRoutes) answer(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (d *durableRoutes) answer(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var body answerRequest
 	if err := readJSON(w, r, &body); err != nil {
 		return err
 	}
-	run, err := d.find(r, c)
+	run, err := d.find(r, who)
 	if err != nil {
 		return err
+	}
+	// A run the caller may not see is missing to it, whatever its state (CONTRACT §8): only
+	// who can see it learns that it may not answer.
+	if !seesRun(who, run) {
+		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
 	}
 	p := run.Pause
 	if run.Status != durable.AwaitingInput || p == nil {
-		if !c.seesRun(run) {
-			return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
-		}
 		return notAwaiting(run)
 	}
-	if !c.mayAnswer(run, p) {
-		return &APIError{Code: CodeNotEligible, Message: notEligible(c, p)}
+	if !mayAnswer(who, run, p) {
+		return &APIError{Code: CodeNotEligible, Message: notEligible(who, p)}
 	}
-	value, err := answerValue(p, body, c.respondent())
+	value, err := answerValue(p, body, respondent(who))
 	if err != nil {
 		return err
 	}
-	claimed, err := d.runs.Answer(r.Context(), run, value, c.respondent())
+	claimed, err := d.runs.Answer(r.Context(), run, value, respondent(who))
 	if errors.Is(err, durable.ErrStale) || errors.Is(err, durable.ErrRecorded) {
 		return notAwaiting(claimed)
 	}
@@ -207,14 +210,14 @@ func notAwaiting(run durable.Run) error {
 		AnsweredBy: run.AnsweredBy}
 }
 
-func notEligible(c *caller, p *durable.Pause) string {
+func notEligible(who access.Identity, p *durable.Pause) string {
 	switch {
-	case c.userID == "" && len(p.EligibleAnswerers) > 0:
+	case who.UserID == "" && len(p.EligibleAnswerers) > 0:
 		return "this pause may be answered only by its eligible answerers; send a runtime token minted with the user_id of one of them"
 	case len(p.EligibleAnswerers) > 0:
-		return "user " + c.userID + " is not an eligible answerer of this pause"
+		return "user " + who.UserID + " is not an eligible answerer of this pause"
 	}
-	return "user " + c.userID + " may not answer this pause"
+	return "user " + who.UserID + " may not answer this pause"
 }
 
 // answerValue checks the posted value against the pause (CONTRACT §6) and returns the answer
@@ -354,15 +357,15 @@ func compactJSON(raw json.RawMessage) string {
 }
 
 // cancel serves POST /api/sessions/{id}/cancel: a run that has not ended is cancelled.
-func (d *durableRoutes) cancel(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (d *durableRoutes) cancel(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	if err := discardBody(w, r); err != nil {
 		return err
 	}
-	run, err := d.find(r, c)
+	run, err := d.find(r, who)
 	if err != nil {
 		return err
 	}
-	if !c.seesRun(run) {
+	if !seesRun(who, run) {
 		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
 	}
 	cancelled, err := d.runs.Cancel(r.Context(), d.dep.AgentID, run.ID)
@@ -378,15 +381,15 @@ func (d *durableRoutes) cancel(w http.ResponseWriter, r *http.Request, c *caller
 
 // restart serves POST /api/sessions/{id}/restart: a new run of the same tool with the same
 // input (on this runtime's deployment), answered with the new run's record.
-func (d *durableRoutes) restart(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (d *durableRoutes) restart(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	if err := discardBody(w, r); err != nil {
 		return err
 	}
-	run, err := d.find(r, c)
+	run, err := d.find(r, who)
 	if err != nil {
 		return err
 	}
-	if !c.owns(run) {
+	if !owns(who, run) {
 		return &APIError{Code: CodeNotFound, Message: "no durable session " + run.ID}
 	}
 	if _, err := d.dep.Tool(run.ToolName); err != nil {
@@ -403,14 +406,14 @@ func (d *durableRoutes) restart(w http.ResponseWriter, r *http.Request, c *calle
 
 // pending serves GET /sessions/pending-approvals: the parked runs of the agent the caller may
 // answer (spec 4.3, 4.6; CONTRACT §6).
-func (d *durableRoutes) pending(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (d *durableRoutes) pending(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	runs, err := d.runs.List(r.Context(), durable.Filter{AgentID: d.dep.AgentID, Statuses: []string{durable.AwaitingInput}, Limit: sessions.DefaultListLimit})
 	if err != nil {
 		return err
 	}
 	out := make([]runRecord, 0, len(runs))
 	for _, run := range runs {
-		if run.Pause != nil && c.mayAnswer(run, run.Pause) {
+		if run.Pause != nil && mayAnswer(who, run, run.Pause) {
 			out = append(out, recordOf(run))
 		}
 	}

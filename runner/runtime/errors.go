@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"svc/errcode"
+	"svc/runner/access"
 	"svc/runner/turn"
 )
 
@@ -23,6 +25,7 @@ const (
 	CodeNoActiveTurn    = "no_active_turn"
 	CodeAlreadyAnswered = "already_answered"
 	CodeNotEligible     = "not_eligible_answerer"
+	CodeScopeForbidden  = "scope_forbidden"
 	CodeNotAwaiting     = "session_not_awaiting_input"
 	CodeTooLarge        = "request_too_large"
 	CodeSessionFull     = "session_storage_full"
@@ -46,6 +49,7 @@ var catalog = map[string]struct {
 	CodeNoActiveTurn:    {http.StatusConflict, "no turn of this session is accepting messages"},
 	CodeAlreadyAnswered: {http.StatusConflict, "the approval was already decided"},
 	CodeNotEligible:     {http.StatusForbidden, "the caller may not answer this pause"},
+	CodeScopeForbidden:  {http.StatusForbidden, "a signed-in user without a scope claim may send no scope_id or its own user id"},
 	CodeNotAwaiting:     {http.StatusConflict, "the durable session is not awaiting input"},
 	CodeTooLarge:        {http.StatusRequestEntityTooLarge, "the request body is larger than 50 MB"},
 	CodeSessionFull:     {http.StatusRequestEntityTooLarge, "the session holds as much as a session may"},
@@ -90,7 +94,9 @@ type errorBody struct {
 
 // writeError answers err: an *APIError as itself, a *turn.Error as its code, a *turn.BlockedError
 // as 422 MESSAGE_BLOCKED in the platform's envelope {"error": {"code", "message"}} (spec §7 fixes
-// it), anything else as a logged 500 with a generic message.
+// it), the refusals of package access as CONTRACT §8 names them (403 ACCESS_DENIED and
+// CSRF_REJECTED in the platform's envelope, 403 scope_forbidden, 401 unauthenticated), anything
+// else as a logged 500 with a generic message.
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	var ae *APIError
 	var te *turn.Error
@@ -99,9 +105,19 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	case errors.As(err, &be):
 		errcode.Write(w, errcode.MessageBlocked, be.Error())
 		return
+	case errors.Is(err, access.ErrAccessDenied):
+		errcode.Write(w, errcode.AccessDenied, accessMessage(err))
+		return
+	case errors.Is(err, access.ErrCSRF):
+		errcode.Write(w, errcode.CSRFRejected, accessMessage(err))
+		return
 	case errors.As(err, &ae):
 	case errors.As(err, &te):
 		ae = fromTurn(te)
+	case errors.Is(err, access.ErrScopeForbidden):
+		ae = &APIError{Code: CodeScopeForbidden, Message: accessMessage(err)}
+	case errors.Is(err, access.ErrUnauthenticated):
+		ae = &APIError{Code: CodeUnauthenticated, Message: accessMessage(err)}
 	default:
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		ae = apiErr(CodeInternal)
@@ -111,6 +127,11 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		status = http.StatusInternalServerError
 	}
 	writeJSON(w, status, errorBody{Error: ae.Code, Message: ae.Message, Field: ae.Field, AnsweredBy: ae.AnsweredBy})
+}
+
+// accessMessage is the message of a refusal of package access, without its package prefix.
+func accessMessage(err error) string {
+	return strings.TrimPrefix(err.Error(), "access: ")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

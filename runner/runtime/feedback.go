@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"svc/registry"
+	"svc/runner/access"
 	"svc/runner/sessions"
 )
 
@@ -48,7 +49,7 @@ type feedbackBody struct {
 // feedback serves POST /feedback: a rating of a turn, kept with the session's latest metadata.
 // The turn is named by its session, its trace id (which must be one of this agent's turns), or
 // both; either way the caller must be able to see the session (404 otherwise).
-func (rt *Runtime) feedback(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (rt *Runtime) feedback(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var body feedbackBody
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -81,8 +82,8 @@ func (rt *Runtime) feedback(w http.ResponseWriter, r *http.Request, c *caller) e
 		body.SessionID = sid
 	}
 	f := registry.Feedback{ID: newFeedbackID(), AgentID: rt.opts.AgentID, SessionID: body.SessionID, TraceID: body.TraceID,
-		Rating: body.Rating, Comment: body.Comment, UserID: c.userID, Metadata: map[string]string{}, CreatedAt: rt.now().UTC()}
-	s, err := rt.turns.Get(r.Context(), c.who(), body.SessionID)
+		Rating: body.Rating, Comment: body.Comment, UserID: who.UserID, Metadata: map[string]string{}, CreatedAt: rt.now().UTC()}
+	s, err := rt.turns.Get(r.Context(), who, body.SessionID)
 	if err != nil {
 		return err
 	}

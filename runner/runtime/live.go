@@ -4,15 +4,9 @@ import (
 	"time"
 
 	"svc/auth"
-	"svc/runner/access"
 	"svc/runner/sessions"
 	"svc/runner/turn"
 )
-
-// who is c as an access.Identity, which the tenancy rules of package turn read.
-func (c *caller) who() access.Identity {
-	return access.Identity{UserID: c.userID, Scope: c.scope, Method: access.Method(c.method)}
-}
 
 // settings are the settings of a session the chat request creates.
 func (req *chatRequest) settings() turn.Settings {

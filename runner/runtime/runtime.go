@@ -14,6 +14,7 @@ import (
 
 	"svc/agent"
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/approvals"
 	"svc/runner/connections"
 	"svc/runner/durable/engine"
@@ -66,8 +67,11 @@ type Options struct {
 	SharedStore bool
 	// Verifier checks runtime tokens (bearer JWTs); nil means runtime tokens are not accepted.
 	Verifier Verifier
+	// Keys checks ak_ agent API keys: a key of AgentID is a trusted service credential on every
+	// route; nil means ak_ keys are refused.
+	Keys KeyChecker
 	// AuthToken, when set, is a bearer value that grants trusted access (svc dev's AUTH_TOKEN).
-	// With neither Verifier nor AuthToken every route is open (local development).
+	// With none of Verifier, Keys and AuthToken every route is open (local development).
 	AuthToken string
 	// Models returns the provider for a model reference (env: references unresolved). nil
 	// means NewModels(Env, nil).
@@ -424,7 +428,7 @@ func (rt *Runtime) noRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // handlerFunc is a route handler: it writes its answer, or returns an error for handle to write.
-type handlerFunc func(w http.ResponseWriter, r *http.Request, c *caller) error
+type handlerFunc func(w http.ResponseWriter, r *http.Request, who access.Identity) error
 
 // handle authenticates the request, runs h, turns its error into the error body and recovers
 // panics (STYLE 16, 25).
@@ -439,7 +443,7 @@ func (rt *Runtime) handle(h handlerFunc) http.Handler {
 				writeError(w, r, rt.log, apiErr(CodeInternal))
 			}
 		}()
-		c, err := rt.authenticate(r)
+		who, err := rt.authenticate(r)
 		if err == nil {
 			var release func()
 			if release, err = rt.bodies.admit(r); err == nil {
@@ -449,7 +453,7 @@ func (rt *Runtime) handle(h handlerFunc) http.Handler {
 			}
 		}
 		if err == nil {
-			err = h(w, r, c)
+			err = h(w, r, who)
 		}
 		if err != nil {
 			writeError(w, r, rt.log, err)

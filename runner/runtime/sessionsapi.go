@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"svc/auth"
+	"svc/runner/access"
 	"svc/runner/approvals"
 	"svc/runner/models"
 	"svc/runner/sessions"
@@ -40,7 +41,7 @@ type prepareBody struct {
 }
 
 // prepare serves POST /sessions: a live session, stored at its first turn.
-func (h *historyRoutes) prepare(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) prepare(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var body prepareBody
 	if r.ContentLength != 0 {
 		if err := readJSON(w, r, &body); err != nil {
@@ -50,10 +51,10 @@ func (h *historyRoutes) prepare(w http.ResponseWriter, r *http.Request, c *calle
 	if err := checkCommon(body.ScopeID, body.Metadata, body.Model, body.MaxSessionTokens); err != nil {
 		return err
 	}
-	if err := requireScope(h.scopeRequired, c, body.ScopeID); err != nil {
+	if err := requireScope(h.scopeRequired, who, body.ScopeID); err != nil {
 		return err
 	}
-	id, err := h.turns.Prepare(c.who(), body.settings())
+	id, err := h.turns.Prepare(who, body.settings())
 	if err != nil {
 		return err
 	}
@@ -142,10 +143,10 @@ func item(s *sessions.Session, detail bool) historyItem {
 
 // list serves GET /sessions/history: up to 500 rows, then ownership filtering (spec
 // §4.6 rule 4: fewer visible sessions can be returned even when more accessible ones exist).
-func (h *historyRoutes) list(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) list(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	scope := r.URL.Query().Get("scope_id")
-	if c.scope != "" {
-		scope = c.scope // the claim overrides the query
+	if who.Scope != "" {
+		scope = who.Scope // the claim overrides the query
 	}
 	q := sessions.Query{AgentID: h.agentID, ScopeID: scope, Limit: sessions.DefaultListLimit}
 	// The metadata keys of spec 2.6 filter the list.
@@ -162,7 +163,6 @@ func (h *historyRoutes) list(w http.ResponseWriter, r *http.Request, c *caller) 
 		return err
 	}
 	items := make([]historyItem, 0, len(list))
-	who := c.who()
 	for _, s := range list {
 		if who.Sees(s.Owner, s.ScopeID) {
 			items = append(items, item(s, false))
@@ -174,12 +174,12 @@ func (h *historyRoutes) list(w http.ResponseWriter, r *http.Request, c *caller) 
 
 // visible returns a copy of the session of the path's id for a read: 404 when it is missing or
 // hidden from c, the same answer for both (rule 2).
-func visible(turns *turn.Engine, r *http.Request, c *caller) (*sessions.Session, error) {
+func visible(turns *turn.Engine, r *http.Request, who access.Identity) (*sessions.Session, error) {
 	id, err := pathSessionID(r)
 	if err != nil {
 		return nil, err
 	}
-	return turns.Get(r.Context(), c.who(), id)
+	return turns.Get(r.Context(), who, id)
 }
 
 // pathSessionID is the session id of the path: a malformed one is 404, as no session has it.
@@ -192,8 +192,8 @@ func pathSessionID(r *http.Request) (string, error) {
 }
 
 // get serves GET /sessions/history/{id}.
-func (h *historyRoutes) get(w http.ResponseWriter, r *http.Request, c *caller) error {
-	s, err := visible(h.turns, r, c)
+func (h *historyRoutes) get(w http.ResponseWriter, r *http.Request, who access.Identity) error {
+	s, err := visible(h.turns, r, who)
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ type patchBody struct {
 }
 
 // patch serves PATCH /sessions/history/{id}: title and metadata (latest value per key).
-func (h *historyRoutes) patch(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) patch(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var body patchBody
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -222,7 +222,7 @@ func (h *historyRoutes) patch(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
-	s, err := h.turns.Update(r.Context(), c.who(), id, func(s *sessions.Session) error {
+	s, err := h.turns.Update(r.Context(), who, id, func(s *sessions.Session) error {
 		merged := turn.MergeMetadata(s.Metadata, body.Metadata)
 		if len(merged) > MaxMetadataKeys {
 			return invalid("metadata", "the session would hold %d keys; at most %d", len(merged), MaxMetadataKeys)
@@ -242,12 +242,12 @@ func (h *historyRoutes) patch(w http.ResponseWriter, r *http.Request, c *caller)
 }
 
 // delete serves DELETE /sessions/history/{id}; a session whose turn runs is 409.
-func (h *historyRoutes) delete(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) delete(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	id, err := pathSessionID(r)
 	if err != nil {
 		return err
 	}
-	if err := h.turns.Delete(r.Context(), c.who(), id); err != nil {
+	if err := h.turns.Delete(r.Context(), who, id); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -263,7 +263,7 @@ type answerBody struct {
 
 // answerApproval serves POST /chat/sessions/{id}/ask-user-response: the user's answer to a
 // confirmation_required of the session's running turn, which may run in another runtime.
-func (h *historyRoutes) answerApproval(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) answerApproval(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var body answerBody
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -275,7 +275,7 @@ func (h *historyRoutes) answerApproval(w http.ResponseWriter, r *http.Request, c
 	case body.Approved == nil:
 		return invalid("approved", "is required: true or false")
 	}
-	s, err := visible(h.turns, r, c)
+	s, err := visible(h.turns, r, who)
 	if err != nil {
 		return err
 	}
@@ -302,7 +302,7 @@ type queueBody struct {
 
 // queue serves POST /chat/sessions/{id}/messages: a message into the running turn,
 // which the loop reads between steps (202), or 409 no_active_turn.
-func (h *historyRoutes) queue(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (h *historyRoutes) queue(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	var body queueBody
 	if err := readJSON(w, r, &body); err != nil {
 		return err
@@ -317,7 +317,7 @@ func (h *historyRoutes) queue(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
-	if err := h.turns.Queue(r.Context(), c.who(), id, *body.Message); err != nil {
+	if err := h.turns.Queue(r.Context(), who, id, *body.Message); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"status": "queued", "message_id": auth.NewID("msg_")})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"svc/runner/access"
 	"svc/runner/stores"
 )
 
@@ -16,7 +17,7 @@ import (
 type storeRoutes struct{ records *stores.Records }
 
 // list serves GET /stores/{store}?limit=: the newest records first.
-func (st storeRoutes) list(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (st storeRoutes) list(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	q := stores.Query{}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -34,7 +35,7 @@ func (st storeRoutes) list(w http.ResponseWriter, r *http.Request, c *caller) er
 }
 
 // get serves GET /stores/{store}/{key}.
-func (st storeRoutes) get(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (st storeRoutes) get(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	rec, err := st.records.Get(r.Context(), r.PathValue("store"), r.PathValue("key"))
 	if err != nil {
 		return storeErr(err)
@@ -45,7 +46,7 @@ func (st storeRoutes) get(w http.ResponseWriter, r *http.Request, c *caller) err
 
 // put serves PUT /stores/{store}/{key}: the body is the entity's fields, which must
 // render that key.
-func (st storeRoutes) put(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (st storeRoutes) put(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, stores.MaxValueBytes+1))
 	if err != nil {
 		return invalid("body", "is over %d bytes or could not be read", stores.MaxValueBytes)
@@ -59,7 +60,7 @@ func (st storeRoutes) put(w http.ResponseWriter, r *http.Request, c *caller) err
 }
 
 // delete serves DELETE /stores/{store}/{key}: {key, deleted}, as the delete tool.
-func (st storeRoutes) delete(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (st storeRoutes) delete(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	key := r.PathValue("key")
 	deleted, err := st.records.Delete(r.Context(), r.PathValue("store"), key)
 	if err != nil {

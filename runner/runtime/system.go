@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"svc/runner/access"
 	"svc/runner/connections"
 	"svc/runner/sse"
 	"svc/runner/turn"
@@ -29,8 +30,8 @@ type namedText struct {
 // inspectContext serves GET /inspect/context: the compiled system prompt, the tools, the
 // active skills and the loaded knowledge. With ?session_id= it shows that session (its
 // context filled in); otherwise the agent (?agent=, ?skill=) with its templates unfilled.
-func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if err := c.trusted(); err != nil {
+func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, who access.Identity) error {
+	if err := trusted(who); err != nil {
 		return err
 	}
 	q := r.URL.Query()
@@ -40,7 +41,7 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 	active, loaded := []string{}, []string{}
 	if id := q.Get("session_id"); id != "" {
 		r.SetPathValue("id", id)
-		s, err := visible(rt.turns, r, c)
+		s, err := visible(rt.turns, r, who)
 		if err != nil {
 			return err
 		}
@@ -93,8 +94,8 @@ func (rt *Runtime) inspectContext(w http.ResponseWriter, r *http.Request, c *cal
 
 // inspectConnection serves GET /inspect/connections/{name}: the connection's spec with its
 // base URL resolved and every credential shown as its env: name only, never its value.
-func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if err := c.trusted(); err != nil {
+func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, who access.Identity) error {
+	if err := trusted(who); err != nil {
 		return err
 	}
 	name := r.PathValue("name")
@@ -160,8 +161,8 @@ func (rt *Runtime) Publish(f *sse.Frame) { rt.bus.publish(f) }
 const heartbeat = 25 * time.Second
 
 // events serves GET /api/events: the runtime's event bus as SSE, until the client leaves or
-// the runtime closes. A token with a scope claim only sees its scope's sessions.
-func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) error {
+// the runtime closes. Each caller receives the events of the sessions it may read (mayRead).
+func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, who access.Identity) error {
 	sub := rt.bus.subscribe()
 	defer rt.bus.unsubscribe(sub)
 	sw := sse.NewWriter(w)
@@ -182,7 +183,7 @@ func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) err
 				return nil
 			}
 		case f := <-sub:
-			if f.SessionID != "" && c.scope != "" && !rt.inScope(r, f.SessionID, c) {
+			if f.SessionID != "" && !rt.mayRead(r, f.SessionID, who) {
 				continue
 			}
 			if sw.Write(&f) != nil {
@@ -192,8 +193,22 @@ func (rt *Runtime) events(w http.ResponseWriter, r *http.Request, c *caller) err
 	}
 }
 
-// inScope reports whether the session of an event is visible to c.
-func (rt *Runtime) inScope(r *http.Request, id string, c *caller) bool {
-	_, err := rt.turns.Get(r.Context(), c.who(), id)
+// mayRead reports whether who may GET the session or durable run id (spec 4.6): an event of
+// GET /api/events reaches only such callers, so nobody learns of a run it may not read
+// (CONTRACT §8). A durable run is judged by its own owner, scope and answerers, read from its
+// journal; a chat session by the session store. A trusted caller without a scope claim reads
+// everything and needs no look-up.
+func (rt *Runtime) mayRead(r *http.Request, id string, who access.Identity) bool {
+	if who.Trusted() && who.Scope == "" {
+		return true
+	}
+	if strings.HasPrefix(id, durablePrefix) {
+		run, err := rt.runs.Get(r.Context(), rt.dep.AgentID, id)
+		return err == nil && (who.Scope == "" || run.ScopeID == who.Scope) && seesRun(who, run)
+	}
+	_, err := rt.turns.Get(r.Context(), who, id)
 	return err == nil
 }
+
+// durablePrefix starts the id of every durable run (engine.StartRun).
+const durablePrefix = "dur_"

@@ -18,7 +18,10 @@ const agentID = "ag_test"
 
 func TestRuntimeAuth(t *testing.T) {
 	sg := newSigner(t)
-	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), AgentID: agentID, Verifier: sg.s})
+	keys := newKeys(t)
+	key, otherKey, revokedKey := keys.create(t, agentID), keys.create(t, "ag_other"), keys.create(t, agentID)
+	keys.revoke(t, revokedKey)
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), AgentID: agentID, Verifier: sg.s, Keys: keys.checker})
 	expired, err := sg.s.Mint(auth.RuntimeClaims{AgentID: agentID, UserID: "u", ExpiresAt: time.Now().Add(-time.Minute)})
 	if err != nil {
 		t.Fatal(err)
@@ -34,12 +37,15 @@ func TestRuntimeAuth(t *testing.T) {
 	}{
 		{"no token", "", 401, "unauthenticated", "Bearer"},
 		{"garbage", "not-a-jwt", 401, "unauthenticated", "missing or invalid"},
-		{"platform token", "pk_abcdefghijklmnopqrstuvwxyz", 401, "unauthenticated", "pk_ and ak_"},
-		{"agent key", "ak_abcdefghijklmnopqrstuvwxyz", 401, "unauthenticated", "pk_ and ak_"},
+		{"platform token", "pk_abcdefghijklmnopqrstuvwxyz", 401, "unauthenticated", "pk_ platform token"},
+		{"unknown agent key", "ak_abcdefghijklmnopqrstuvwxyz", 401, "unauthenticated", "unknown or revoked API key"},
+		{"another agent's key", otherKey, 401, "unauthenticated", "unknown or revoked API key"},
+		{"revoked key", revokedKey, 401, "unauthenticated", "unknown or revoked API key"},
 		{"expired", expired, 401, "unauthenticated", "the runtime token expired at "},
 		{"wrong key", other.token(agentID, "u", ""), 401, "unauthenticated", "missing or invalid"},
 		{"other agent", sg.token("ag_other", "u", ""), 403, "forbidden", ""},
 		{"valid", sg.token(agentID, "u", ""), 200, "", ""},
+		{"agent key", key, 200, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,7 +61,7 @@ func TestRuntimeAuth(t *testing.T) {
 				if want == 200 && route.path == "/sessions/history/x" {
 					want = 404
 				}
-				if want == 200 && route.path == "/inspect/context" {
+				if want == 200 && route.path == "/inspect/context" && c.token != key {
 					want = 403 // a verified user's token: inspecting is for trusted callers
 				}
 				if r.Status != want {

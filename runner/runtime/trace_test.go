@@ -19,7 +19,9 @@ func TestTurnTrace(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(t.Context())
 	sg := newSigner(t)
-	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), AgentID: "agt_t", Verifier: sg.s, Tracer: tp.Tracer("svc/runner")})
+	keys := newKeys(t)
+	key := keys.create(t, "agt_t")
+	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk"), AgentID: "agt_t", Verifier: sg.s, Keys: keys.checker, Tracer: tp.Tracer("svc/runner")})
 	token := sg.token("agt_t", "user-7", "")
 	fs := e.chat(token, map[string]any{"message": `/tool store__tickets__get {"key": "acme-1"}`,
 		"metadata": map[string]string{"userId": "u1", "screen": "home", "svc.user.id": "mallory"}})
@@ -73,5 +75,19 @@ func TestTurnTrace(t *testing.T) {
 				t.Errorf("span %s records call content in %s", s.Name(), kv.Key)
 			}
 		}
+	}
+	// An agent API key is a trusted service: svc.auth.method api_key, no user.
+	done(t, e.chat(key, map[string]any{"message": "hi"}))
+	var keyed sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "chat turn" && s != root {
+			keyed = s
+		}
+	}
+	if keyed == nil {
+		t.Fatal("no span of the keyed turn")
+	}
+	if ka := attrs(keyed); ka["svc.auth.method"] != "api_key" || ka["svc.user.id"] != "" {
+		t.Errorf("keyed turn span: svc.auth.method %q, svc.user.id %q; want api_key and none", ka["svc.auth.method"], ka["svc.user.id"])
 	}
 }

@@ -35,7 +35,7 @@ func (t *Turn) startSpan(ctx context.Context) (context.Context, turnSpan) {
 
 // endSpan ends the turn's span and returns its trace id for the done frame ("" when nothing is
 // traced or the turn is not sampled). The span carries the session, agent and deployment, the
-// verified caller (svc.user.id, svc.auth.method), each metadata key as svc.meta.<key> (metadata
+// verified caller (svc.user.id, svc.user.org_id, svc.auth.method), each metadata key as svc.meta.<key> (metadata
 // can never set the svc.user.* or svc.auth.* attributes, which come from the credential only),
 // the model, the done reason and the usage. Message text is not recorded.
 func (t *Turn) endSpan(span turnSpan, res loop.Result) string {
@@ -58,6 +58,9 @@ func (t *Turn) endSpan(span turnSpan, res loop.Result) string {
 	)
 	if t.userID != "" {
 		attrs = append(attrs, attribute.String("svc.user.id", t.userID))
+	}
+	if t.orgID != "" {
+		attrs = append(attrs, attribute.String("svc.user.org_id", t.orgID))
 	}
 	for k, v := range t.meta {
 		attrs = append(attrs, attribute.String("svc.meta."+k, v))

@@ -75,7 +75,8 @@ type Turn struct {
 	owner    string            // the session's owner and scope, for the durable runs it starts
 	scope    string
 	eval     *tools.EvalPolicy
-	userID   string        // the caller's verified user and credential kind, for the span
+	userID   string // the caller's verified user, organization and credential kind, for the span
+	orgID    string
 	method   access.Method // (the whole Identity would grow every Turn by its other fields)
 	files    []tools.Attachment
 	budget   int
@@ -117,7 +118,7 @@ func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64
 		t.Abandon()
 		return nil, err
 	}
-	t.files, t.userID, t.method, t.eval = st.Attachments, st.Caller.UserID, st.Caller.Method, st.Eval
+	t.files, t.userID, t.orgID, t.method, t.eval = st.Attachments, st.Caller.UserID, st.Caller.OrgID, st.Caller.Method, st.Eval
 	t.setup(st, kept)
 	if redacted {
 		t.redacted = st.Text
