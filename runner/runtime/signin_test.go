@@ -42,7 +42,14 @@ const signinAgent = "agt_signin"
 
 func startSignin(t *testing.T) *signinEnv {
 	t.Helper()
-	idp := oidctest.New(t, oidctest.Options{})
+	return startSigninOn(t, oidctest.New(t, oidctest.Options{}), memsessions.New(), nil)
+}
+
+// startSigninOn starts a runtime signing in with idp and keeping its browser sessions in store
+// (shared by the runtimes of one test as by the runners of a platform), its session cache on the
+// clock now (nil: time.Now).
+func startSigninOn(t *testing.T, idp *oidctest.Provider, store access.Sessions, now func() time.Time) *signinEnv {
+	t.Helper()
 	doc, err := json.Marshal(map[string]any{
 		"oidc":  map[string]any{"issuer": idp.Issuer, "clientId": idp.ClientID, "clientSecret": "env:IDP_SECRET", "orgClaim": "org"},
 		"allow": map[string]any{"domains": []string{"example.com"}},
@@ -55,7 +62,7 @@ func startSignin(t *testing.T) *signinEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sessions := access.NewSessionCache(memsessions.New(), access.SessionCacheParams{})
+	sessions := access.NewSessionCache(store, access.SessionCacheParams{Now: now})
 	sg := newSigner(t)
 	e := start(t, runtime.Options{
 		Agent: loadAgent(t, "support-desk"), AgentID: signinAgent, DeployID: "dep_1", Verifier: sg.s,
@@ -329,5 +336,43 @@ func TestIdentityProviderBearer(t *testing.T) {
 	rt := newSigner(t).token(signinAgent, "u_carl", "")
 	if r := e.do("GET", "/auth/me", rt, nil); r.Status != http.StatusOK || r.JSON["auth_method"] != "runtime_token" {
 		t.Errorf("GET /auth/me with a runtime token = %d %s", r.Status, r.Body)
+	}
+}
+
+// TestLogoutEndsTheSessionOnEveryRunner: two runtimes share the browser sessions as two runners
+// share the database; a logout on one is refused there at once, and on the other once its
+// session cache's TTL has passed (its clock is moved, not waited for).
+func TestLogoutEndsTheSessionOnEveryRunner(t *testing.T) {
+	idp := oidctest.New(t, oidctest.Options{})
+	idp.SignInAs(map[string]any{"sub": "u_ann", "email": "ann@example.com", "email_verified": true})
+	store := memsessions.New()
+	clk := &clock{now: time.Now()}
+	a := startSigninOn(t, idp, store, clk.Now)
+	other := startSigninOn(t, idp, store, clk.Now)
+
+	b := newBrowser(t)
+	resp, body := b.send("GET", b.toCallback(a, "/"), nil, nil)
+	cookie := sessionCookie(resp)
+	if cookie == "" {
+		t.Fatalf("sign-in = %d %s: no cookie", resp.StatusCode, body)
+	}
+	withCookie := map[string]string{"Cookie": access.SessionCookieName + "=" + cookie}
+	me := func(e *signinEnv) int {
+		resp, _ := newBrowser(t).send("GET", e.url+"/auth/me", withCookie, nil)
+		return resp.StatusCode
+	}
+	if got := me(other); got != http.StatusOK {
+		t.Fatalf("the other runner's /auth/me with the cookie = %d, want 200", got)
+	}
+	logout := map[string]string{"Cookie": withCookie["Cookie"], "X-Requested-With": "fetch"}
+	if resp, body := newBrowser(t).send("POST", a.url+"/auth/logout", logout, nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("logout = %d %s", resp.StatusCode, body)
+	}
+	if got := me(a); got != http.StatusUnauthorized {
+		t.Errorf("/auth/me on the runner that logged out = %d, want 401", got)
+	}
+	clk.Add(access.DefaultSessionCacheTTL)
+	if got := me(other); got != http.StatusUnauthorized {
+		t.Errorf("/auth/me on the other runner after its cache TTL = %d, want 401", got)
 	}
 }
