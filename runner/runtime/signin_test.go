@@ -376,3 +376,71 @@ func TestLogoutEndsTheSessionOnEveryRunner(t *testing.T) {
 		t.Errorf("/auth/me on the other runner after its cache TTL = %d, want 401", got)
 	}
 }
+
+// TestSignedInCredentialTable: the route × credential table of the runtime for the sign-in's
+// credentials: a browser session, an ended one, an IdP token, an expired one and one for another
+// audience, on the chat, AI SDK, session and inspect routes.
+func TestSignedInCredentialTable(t *testing.T) {
+	e := startSignin(t)
+	e.idp.SignInAs(map[string]any{"sub": "u_ann", "email": "ann@example.com", "email_verified": true})
+	signIn := func() string {
+		b := newBrowser(t)
+		resp, body := b.send("GET", b.toCallback(e, "/"), nil, nil)
+		c := sessionCookie(resp)
+		if c == "" {
+			t.Fatalf("sign-in = %d %s: no cookie", resp.StatusCode, body)
+		}
+		return c
+	}
+	live, ended := signIn(), signIn()
+	if err := e.sessions.End(context.Background(), ended); err != nil {
+		t.Fatal(err)
+	}
+	idpToken := e.idp.Mint(t, map[string]any{"sub": "u_bob", "email": "bob@example.com", "email_verified": true})
+	expired := e.idp.Mint(t, map[string]any{"sub": "u_bob", "email": "bob@example.com", "email_verified": true,
+		"exp": time.Now().Add(-time.Hour), "iat": time.Now().Add(-2 * time.Hour)})
+	foreign := e.idp.Mint(t, map[string]any{"sub": "u_bob", "email": "bob@example.com", "email_verified": true, "aud": "another-client"})
+
+	cases := []struct {
+		name   string
+		header map[string]string
+		status int // of the routes a signed-in user may use; 0: as a verified user's runtime token
+	}{
+		{"browser session", map[string]string{"Cookie": access.SessionCookieName + "=" + live, "X-Requested-With": "fetch"}, 0},
+		{"ended browser session", map[string]string{"Cookie": access.SessionCookieName + "=" + ended, "X-Requested-With": "fetch"}, 401},
+		{"unknown cookie", map[string]string{"Cookie": access.SessionCookieName + "=nothing", "X-Requested-With": "fetch"}, 401},
+		{"IdP token", map[string]string{"Authorization": "Bearer " + idpToken}, 0},
+		{"expired IdP token", map[string]string{"Authorization": "Bearer " + expired}, 401},
+		{"IdP token for another audience", map[string]string{"Authorization": "Bearer " + foreign}, 401},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, route := range []struct {
+				method, path string
+				ok           int
+			}{
+				{"POST", "/chat/stream", 200}, {"POST", "/chat/sync", 200}, {"POST", "/chat/ai-stream", 200},
+				{"GET", "/sessions/history", 200}, {"POST", "/sessions", 201}, {"GET", "/sessions/history/x", 404},
+				{"GET", "/inspect/context", 403}, {"GET", "/api/sessions/dur_x", 404}, {"GET", "/auth/me", 200},
+			} {
+				req := e.request(route.method, route.path, "", map[string]any{"message": "hi"})
+				for k, v := range c.header {
+					req.Header.Set(k, v)
+				}
+				resp, err := e.srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				want := c.status
+				if want == 0 {
+					want = route.ok
+				}
+				if resp.StatusCode != want {
+					t.Errorf("%s %s = %d %s, want %d", route.method, route.path, resp.StatusCode, body, want)
+				}
+			}
+		})
+	}
+}
