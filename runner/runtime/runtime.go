@@ -75,7 +75,7 @@ type Options struct {
 	// the runtimes of a process. nil: neither is accepted, and /auth/login is 404.
 	Access *Access
 	// AuthToken, when set, is a bearer value that grants trusted access (svc dev's AUTH_TOKEN).
-	// With none of Verifier, Keys and AuthToken every route is open (local development).
+	// With none of Verifier, Keys, Access and AuthToken every route is open (local development).
 	AuthToken string
 	// Models returns the provider for a model reference (env: references unresolved). nil
 	// means NewModels(Env, nil).
