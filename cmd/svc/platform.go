@@ -58,6 +58,9 @@ type platform struct {
 	tracer trace.Tracer
 	// sandbox runs the handlers of every runtime of the process (runners, evals).
 	sandbox *sandbox.Pool
+	// signingKey is SVC_SIGNING_KEY's value: the runtime-token key, and what the sign-in's state
+	// key is derived from (signInKey).
+	signingKey []byte
 }
 
 // newLogger builds the process logger: JSON unless the output is a terminal (or as configured).
@@ -174,6 +177,7 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	if p.signer, err = auth.NewSigner(signingKey); err != nil {
 		return nil, err
 	}
+	p.signingKey = signingKey
 	if p.secretKey, err = cfg.key(cfg.SecretKey, "SVC_SECRET_KEY", "secret-key", 32); err != nil {
 		return nil, err
 	}

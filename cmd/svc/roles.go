@@ -139,6 +139,11 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 		Schedule: func(ctx context.Context, w engine.Wakeup) error {
 			return workers.EnqueueWakeup(ctx, p.queue, workers.Wakeup{AgentID: w.AgentID, DeployID: w.DeployID, RunID: w.RunID, At: w.At})
 		}})
+	// The sign-in of every runtime of the process: one provider cache, one session cache.
+	signIn, err := p.newAccess(p.signingKey)
+	if err != nil {
+		return nil, nil, err
+	}
 	router, err := runner.NewRouter(runner.Config{
 		Resolver: p.deploys, Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: p.loadAgent,
@@ -152,7 +157,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 				return nil, err
 			}
 			rt, err := runtime.New(runtime.Options{
-				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations, Keys: p.keys,
+				Agent: a, AgentID: d.AgentID, DeployID: d.ID, Sessions: store, Locker: locker, SharedStore: true, Verifier: p.revocations, Keys: p.keys, Access: signIn,
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,

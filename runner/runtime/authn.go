@@ -28,13 +28,18 @@ type KeyChecker interface {
 }
 
 // authenticate resolves who sent r, once per request: AUTH_TOKEN, then an ak_ key, then a
-// runtime token. The Identity it returns is what every visibility and scope rule reads.
+// runtime token (an HS256 JWT), then, with Options.Access, a bearer JWT of the agent's identity
+// provider; without an Authorization header, the svc_session cookie. The Identity it returns is
+// what every visibility and scope rule reads.
 func (rt *Runtime) authenticate(r *http.Request) (access.Identity, error) {
-	if rt.opts.Verifier == nil && rt.opts.AuthToken == "" && rt.opts.Keys == nil {
+	if rt.opts.Verifier == nil && rt.opts.AuthToken == "" && rt.opts.Keys == nil && !rt.signin.enabled() {
 		return access.Identity{Method: access.MethodNone}, nil
 	}
 	token := auth.Bearer(r.Header.Get("Authorization"))
 	if token == "" {
+		if c, err := r.Cookie(access.SessionCookieName); err == nil && rt.signin.enabled() {
+			return rt.signin.cookie(r, c.Value)
+		}
 		return access.Identity{}, &APIError{Code: CodeUnauthenticated, Message: "send Authorization: Bearer <runtime token>"}
 	}
 	if rt.opts.AuthToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(rt.opts.AuthToken)) == 1 {
@@ -45,6 +50,9 @@ func (rt *Runtime) authenticate(r *http.Request) (access.Identity, error) {
 	}
 	if strings.HasPrefix(token, auth.PlatformPrefix) {
 		return access.Identity{}, &APIError{Code: CodeUnauthenticated, Message: "a pk_ platform token cannot call an agent; send one of the agent's ak_ API keys or a runtime token minted with POST /api/agents/{agent_id}/tokens"}
+	}
+	if rt.signin.enabled() && !runtimeTokenAlg(token) {
+		return rt.signin.bearer(r, token)
 	}
 	if rt.opts.Verifier == nil {
 		return access.Identity{}, apiErr(CodeUnauthenticated)

@@ -32,6 +32,7 @@ const (
 	CodeAgentFull       = "agent_storage_full"
 	CodeBusy            = "server_busy"
 	CodeStoreDown       = "store_unavailable"
+	CodeProviderDown    = "identity_provider_unavailable"
 	CodeInternal        = "internal"
 )
 
@@ -56,6 +57,7 @@ var catalog = map[string]struct {
 	CodeAgentFull:       {http.StatusTooManyRequests, "the agent's sessions hold as much as an agent may"},
 	CodeBusy:            {http.StatusServiceUnavailable, "the runtime is busy; retry in a few seconds"},
 	CodeStoreDown:       {http.StatusServiceUnavailable, "the agent's stores database is unavailable"},
+	CodeProviderDown:    {http.StatusBadGateway, "the agent's identity provider could not be reached"},
 	CodeInternal:        {http.StatusInternalServerError, "internal error"},
 }
 

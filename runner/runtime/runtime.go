@@ -70,8 +70,12 @@ type Options struct {
 	// Keys checks ak_ agent API keys: a key of AgentID is a trusted service credential on every
 	// route; nil means ak_ keys are refused.
 	Keys KeyChecker
+	// Access, when set, adds the sign-in of CONTRACT §8: identity-provider bearer tokens, the
+	// svc_session cookie and the /auth routes, for agents with access settings. Share one among
+	// the runtimes of a process. nil: neither is accepted, and /auth/login is 404.
+	Access *Access
 	// AuthToken, when set, is a bearer value that grants trusted access (svc dev's AUTH_TOKEN).
-	// With none of Verifier, Keys and AuthToken every route is open (local development).
+	// With none of Verifier, Keys, Access and AuthToken every route is open (local development).
 	AuthToken string
 	// Models returns the provider for a model reference (env: references unresolved). nil
 	// means NewModels(Env, nil).
@@ -186,6 +190,7 @@ type Runtime struct {
 	// durableHandler compiles a durable tool's handler (set by handlerTools).
 	durableHandler func(*agent.Tool) (*handlers.Tool, error)
 	unsubscribe    func() // from Options.Events
+	signin         *signinRoutes
 
 	done   chan struct{}
 	closed sync.Once
@@ -293,6 +298,7 @@ func New(opts Options) (*Runtime, error) {
 		rt.unsubscribe = opts.Events.Subscribe(opts.AgentID, func(f sse.Frame) { rt.bus.publish(&f) })
 	}
 	rt.dep = engine.Deployment{AgentID: opts.AgentID, DeployID: opts.DeployID, Tool: durableTool(rt.ag, opts.DeployID, rt.durableHandler), Notify: rt.bus.publish}
+	rt.signin = &signinRoutes{cfg: opts.Access, agentID: opts.AgentID, env: opts.Env, log: rt.log}
 	rt.routes()
 	rt.detach = rt.runs.Attach(rt.dep)
 	rt.wg.Add(1)
@@ -404,6 +410,10 @@ func (rt *Runtime) routes() {
 	m.Handle("POST /api/sessions/{id}/answer", rt.handle(runs.answer))
 	m.Handle("POST /api/sessions/{id}/cancel", rt.handle(runs.cancel))
 	m.Handle("POST /api/sessions/{id}/restart", rt.handle(runs.restart))
+	m.Handle("GET /auth/login", plain(rt.log, rt.signin.login))
+	m.Handle("GET /auth/callback", plain(rt.log, rt.signin.callback))
+	m.Handle("GET /auth/me", rt.handle(rt.signin.me))
+	m.Handle("POST /auth/logout", rt.handle(rt.signin.logout))
 	m.HandleFunc("/", rt.noRoute)
 	rt.mux = m
 }
