@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,7 +29,8 @@ type driver struct {
 	message []byte // the request body's start: {"message":"..."
 }
 
-// newDriver prepares requests to c.url, which validate has checked.
+// newDriver prepares requests to c.url, which validate has checked, with c.host as their Host
+// header when set.
 func newDriver(c config) (*driver, error) {
 	u, err := url.Parse(c.url)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
@@ -38,7 +40,8 @@ func newDriver(c config) (*driver, error) {
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	prefix := "POST " + u.EscapedPath() + "/chat/stream HTTP/1.1\r\nHost: " + u.Host + "\r\nContent-Type: application/json\r\n"
+	host := cmp.Or(c.host, u.Host)
+	prefix := "POST " + u.EscapedPath() + "/chat/stream HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/json\r\n"
 	if c.token != "" {
 		prefix += "Authorization: Bearer " + c.token + "\r\n"
 	}

@@ -20,6 +20,7 @@ const MaxDuration = 10 * time.Minute
 type config struct {
 	url          string
 	token        string
+	host         string // Host header instead of url's host
 	concurrency  int
 	duration     time.Duration
 	warmup       time.Duration
@@ -40,6 +41,7 @@ type config struct {
 func main() {
 	var c config
 	flag.StringVar(&c.url, "url", "", "runtime base URL, such as http://127.0.0.1:3847")
+	flag.StringVar(&c.host, "host", "", "Host header to send instead of -url's host, such as hello.apps.localhost:8080 with -url http://127.0.0.1:8080 (a platform's agent host the resolver does not know)")
 	flag.StringVar(&c.token, "token", os.Getenv("SVC_BENCH_TOKEN"), "bearer token for the runtime (env SVC_BENCH_TOKEN)")
 	flag.IntVar(&c.concurrency, "c", 16, "concurrent clients")
 	flag.DurationVar(&c.duration, "d", 10*time.Second, "measured duration (at most 10m)")
@@ -136,6 +138,10 @@ func (c *config) validate() error {
 		return errors.New("-idle-sessions and -open-streams need -url")
 	case strings.ContainsFunc(c.token, unicode.IsControl):
 		return errors.New("-token must not contain control characters")
+	case strings.ContainsFunc(c.host, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) || r == '/' }):
+		return errors.New("-host must be a host[:port] with no spaces, slashes or control characters")
+	case c.host != "" && c.url == "":
+		return errors.New("-host needs -url")
 	}
 	if c.url != "" {
 		// The load tool speaks plain HTTP/1.1 itself (rawhttp.go): no https.

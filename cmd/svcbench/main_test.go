@@ -34,6 +34,9 @@ func TestValidate(t *testing.T) {
 		"no host":        func(c *config) { c.url = "http:///base" },
 		"query in url":   func(c *config) { c.url = "http://x/?a=b" },
 		"token with CR":  func(c *config) { c.token = "a\r\nX: y" },
+		"host with CR":   func(c *config) { c.host = "a\r\nX: y" },
+		"host with path": func(c *config) { c.host = "a/b" },
+		"host, no url":   func(c *config) { c.url, c.host = "", "a" },
 	} {
 		c := good
 		mut(&c)
@@ -76,6 +79,30 @@ func TestTurnAgainstRuntime(t *testing.T) {
 	defer bcl.Close()
 	if _, res := bad.turn(bcl, ""); res.err == nil || !strings.Contains(res.err.Error(), "status") {
 		t.Errorf("bad route: %v", res.err)
+	}
+}
+
+// TestHostHeader: with -host, a turn goes to -url's address with that Host header, as an agent
+// host of the platform's router needs.
+func TestHostHeader(t *testing.T) {
+	inner := startRuntime(t, false)
+	hosts := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hosts <- r.Host:
+		default:
+		}
+		inner.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	d := mustDriver(t, config{url: srv.URL, host: "hello.apps.localhost:8080", message: "hi"})
+	cl := d.newClient(context.Background(), 16<<10)
+	defer cl.Close()
+	if _, res := d.turn(cl, ""); res.err != nil {
+		t.Fatal(res.err)
+	}
+	if got := <-hosts; got != "hello.apps.localhost:8080" {
+		t.Errorf("Host = %q, want hello.apps.localhost:8080", got)
 	}
 }
 

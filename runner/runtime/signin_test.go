@@ -48,7 +48,14 @@ func startSignin(t *testing.T) *signinEnv {
 // startSigninOn starts a runtime signing in with idp and keeping its browser sessions in store
 // (shared by the runtimes of one test as by the runners of a platform), its session cache on the
 // clock now (nil: time.Now).
-func startSigninOn(t *testing.T, idp *oidctest.Provider, store access.Sessions, now func() time.Time) *signinEnv {
+func startSigninOn(t testing.TB, idp *oidctest.Provider, store access.Sessions, now func() time.Time) *signinEnv {
+	t.Helper()
+	opts := signinOptions(t, idp, store, now)
+	return &signinEnv{env: start(t, opts), idp: idp, sessions: opts.Access.Sessions}
+}
+
+// signinOptions are the runtime options of startSigninOn, for a caller that adds to them.
+func signinOptions(t testing.TB, idp *oidctest.Provider, store access.Sessions, now func() time.Time) runtime.Options {
 	t.Helper()
 	doc, err := json.Marshal(map[string]any{
 		"oidc":  map[string]any{"issuer": idp.Issuer, "clientId": idp.ClientID, "clientSecret": "env:IDP_SECRET", "orgClaim": "org"},
@@ -64,7 +71,7 @@ func startSigninOn(t *testing.T, idp *oidctest.Provider, store access.Sessions, 
 	}
 	sessions := access.NewSessionCache(store, access.SessionCacheParams{Now: now})
 	sg := newSigner(t)
-	e := start(t, runtime.Options{
+	return runtime.Options{
 		Agent: loadAgent(t, "support-desk"), AgentID: signinAgent, DeployID: "dep_1", Verifier: sg.s,
 		Env: func(name string) (string, bool) {
 			if name == "IDP_SECRET" {
@@ -76,17 +83,16 @@ func startSigninOn(t *testing.T, idp *oidctest.Provider, store access.Sessions, 
 			Settings:  access.NewSettingsCache(&memSettings{doc: map[string][]byte{signinAgent: doc}}, 0, nil),
 			Providers: providers, Sessions: sessions, SignIn: signIn,
 		},
-	})
-	return &signinEnv{env: e, idp: idp, sessions: sessions}
+	}
 }
 
 // browser is a cookie jar that follows no redirect by itself, so each step can be checked.
 type browser struct {
-	t      *testing.T
+	t      testing.TB
 	client *http.Client
 }
 
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t testing.TB) *browser {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
