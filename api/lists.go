@@ -58,6 +58,17 @@ func (a *API) listSessions(c *gin.Context) error {
 	if err != nil {
 		return pageError(err)
 	}
+	owners := make([]string, 0, len(ss))
+	for _, s := range ss {
+		owners = append(owners, s.Owner)
+	}
+	emails, err := a.ownerEmails(c.Request.Context(), ag.ID, owners)
+	if err != nil {
+		return err
+	}
+	for i := range ss {
+		ss[i].OwnerEmail = emails[ss[i].Owner]
+	}
 	return writeJSON(c, http.StatusOK, sessionListResponse{Sessions: ss, Next: next.String()})
 }
 
@@ -74,6 +85,17 @@ func (a *API) listFeedback(c *gin.Context) error {
 	fs, next, err := a.deps.Stores.Feedback.Page(c.Request.Context(), ag.ID, q)
 	if err != nil {
 		return pageError(err)
+	}
+	users := make([]string, 0, len(fs))
+	for _, f := range fs {
+		users = append(users, f.UserID)
+	}
+	emails, err := a.ownerEmails(c.Request.Context(), ag.ID, users)
+	if err != nil {
+		return err
+	}
+	for i := range fs {
+		fs[i].OwnerEmail = emails[fs[i].UserID]
 	}
 	return writeJSON(c, http.StatusOK, feedbackListResponse{Feedback: fs, Next: next.String()})
 }

@@ -127,6 +127,34 @@ func (s *BrowserSessions) Get(ctx context.Context, idHash string) (BrowserSessio
 	return row.BrowserSession, nil
 }
 
+// Latest returns, for each of userIDs that has one, that user's most recently created browser
+// session on agentID, ended and expired ones included: what the platform last learned of the
+// user from the agent's identity provider (its e-mail, email_verified, org and groups). One
+// query for all of userIDs; a user with no browser session (one known only from a runtime
+// token) is not in the map.
+func (s *BrowserSessions) Latest(ctx context.Context, agentID string, userIDs []string) (map[string]BrowserSession, error) {
+	out := map[string]BrowserSession{}
+	if len(userIDs) == 0 {
+		return out, nil
+	}
+	var rows []browserSessionRow
+	err := s.db.WithContext(ctx).Where("agent_id = ? AND user_id IN ?", agentID, userIDs).
+		Order("created_at DESC").Order("id_hash").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("latest browser sessions: %w", err)
+	}
+	for _, row := range rows {
+		if _, ok := out[row.UserID]; ok {
+			continue
+		}
+		if err := json.Unmarshal([]byte(row.GroupNames), &row.Groups); err != nil {
+			return nil, fmt.Errorf("latest browser sessions: the groups of a session of %s: %w", row.UserID, err)
+		}
+		out[row.UserID] = row.BrowserSession
+	}
+	return out, nil
+}
+
 // End ends the session whose id hashes to idHash at now; ending an ended session keeps its
 // first end and is no error; an unknown one is ErrBrowserSessionNotFound.
 func (s *BrowserSessions) End(ctx context.Context, idHash string, now time.Time) error {

@@ -90,3 +90,39 @@ func TestBrowserSessions(t *testing.T) {
 		}
 	})
 }
+
+// Latest is each user's most recent browser session on the agent, ended ones included, in one
+// query; users without one, and sessions on another agent, are not in it.
+func TestBrowserSessionsLatest(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		a, b := mustCreateAgent(t, db, "desk"), mustCreateAgent(t, db, "other")
+		s := registry.NewBrowserSessions(db)
+		at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		for _, bs := range []registry.BrowserSession{
+			{IDHash: "h1", AgentID: a.ID, UserID: "u1", Email: "old@example.com", CreatedAt: at},
+			{IDHash: "h2", AgentID: a.ID, UserID: "u1", Email: "new@example.com", EmailVerified: true, Groups: []string{"eng"}, CreatedAt: at.Add(time.Hour)},
+			{IDHash: "h3", AgentID: b.ID, UserID: "u1", Email: "later@example.com", CreatedAt: at.Add(2 * time.Hour)},
+			{IDHash: "h4", AgentID: a.ID, UserID: "u2", Email: "u2@example.com", CreatedAt: at},
+		} {
+			bs.ExpiresAt = bs.CreatedAt.Add(time.Hour)
+			if err := s.Create(ctx, bs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.End(ctx, "h2", at.Add(90*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Latest(ctx, a.ID, []string{"u1", "u2", "u3"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got["u1"].IDHash != "h2" || got["u1"].Email != "new@example.com" || !got["u1"].EmailVerified ||
+			!slices.Equal(got["u1"].Groups, []string{"eng"}) || got["u2"].IDHash != "h4" {
+			t.Errorf("Latest = %+v, want u1's h2 (new@example.com, verified, [eng]) and u2's h4", got)
+		}
+		if got, err := s.Latest(ctx, a.ID, nil); err != nil || len(got) != 0 {
+			t.Errorf("Latest of no users = %v, %v; want empty", got, err)
+		}
+	})
+}

@@ -21,7 +21,10 @@ type Feedback struct {
 	Comment   string            `json:"comment,omitempty"`
 	Metadata  map[string]string `json:"metadata"`         // the session's metadata when it was given
 	UserID    string            `json:"userId,omitempty"` // the verified user of the runtime token
-	CreatedAt time.Time         `json:"createdAt"`
+	// OwnerEmail is the e-mail of the user who gave it (UserID), set by the API only while the
+	// agent's access settings admit that user (CONTRACT §8); absent otherwise.
+	OwnerEmail string    `json:"owner_email,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
 }
 
 // FeedbackQuery selects feedback of an agent. UserKey and Screen match the metadata keys userId

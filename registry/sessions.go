@@ -14,18 +14,21 @@ import (
 // SessionSummary is a chat session as the platform lists it: the record the runtimes keep
 // (runner/sessions/dbstore), without its history.
 type SessionSummary struct {
-	ID        string            `json:"sessionId"`
-	AgentID   string            `json:"agentId"`
-	Agent     string            `json:"agent"` // the named agent
-	ScopeID   string            `json:"scopeId"`
-	Owner     string            `json:"owner"`
-	DeployID  string            `json:"deployId"`
-	Title     string            `json:"title"`
-	Status    string            `json:"status"`
-	Metadata  map[string]string `json:"metadata"`
-	Tokens    int64             `json:"tokens"`
-	CreatedAt time.Time         `json:"createdAt"`
-	UpdatedAt time.Time         `json:"updatedAt"`
+	ID      string `json:"sessionId"`
+	AgentID string `json:"agentId"`
+	Agent   string `json:"agent"` // the named agent
+	ScopeID string `json:"scopeId"`
+	Owner   string `json:"owner"`
+	// OwnerEmail is the owner's e-mail, set by the API only while the agent's access settings
+	// admit the owner (CONTRACT §8); absent otherwise.
+	OwnerEmail string            `json:"owner_email,omitempty"`
+	DeployID   string            `json:"deployId"`
+	Title      string            `json:"title"`
+	Status     string            `json:"status"`
+	Metadata   map[string]string `json:"metadata"`
+	Tokens     int64             `json:"tokens"`
+	CreatedAt  time.Time         `json:"createdAt"`
+	UpdatedAt  time.Time         `json:"updatedAt"`
 }
 
 // SessionQuery selects an agent's sessions: those whose metadata has each key of Metadata with

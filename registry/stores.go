@@ -27,6 +27,9 @@ type Stores struct {
 	Tokens         *Tokens
 	APIKeys        *APIKeys
 	Access         *Access
+	// BrowserSessions are the sign-in sessions on the agents' hosts; the API reads the latest
+	// of each session owner for owner_email.
+	BrowserSessions *BrowserSessions
 
 	db *gorm.DB
 }
@@ -39,7 +42,8 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		Secrets: NewSecrets(db, cipher), SourceVersions: NewSourceVersions(db, objects), Pushes: NewPushes(db),
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
 		Feedback: NewFeedback(db), Sessions: NewSessions(db), EvalRuns: NewEvalRuns(db), Runs: NewRuns(db),
-		Tokens: NewTokens(db), APIKeys: NewAPIKeys(db), Access: NewAccess(db), db: db,
+		Tokens: NewTokens(db), APIKeys: NewAPIKeys(db), Access: NewAccess(db),
+		BrowserSessions: NewBrowserSessions(db), db: db,
 	}
 }
 
