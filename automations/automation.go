@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"time"
@@ -99,7 +98,8 @@ var (
 )
 
 // Decode reads one automation from data strictly: an unknown member is a *FieldError naming its
-// path ("trigger.foo"), as is a wrong type; trailing data is an error. Defaults are applied.
+// path ("trigger.foo"), as is a wrong type; data after the object is an error. Defaults are
+// applied. The members of context, where and params are free-form.
 func Decode(data []byte) (*Automation, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
@@ -125,16 +125,12 @@ func Decode(data []byte) (*Automation, error) {
 		}
 	}
 	var a Automation
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&a); err != nil {
+	if err := json.Unmarshal(data, &a); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return nil, fieldErr(te.Field, "must be %s, not %s", jsonType(te.Type.Kind().String()), te.Value)
 		}
 		return nil, fmt.Errorf("automation: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fieldErr("automation", "unexpected data after the JSON object")
 	}
 	a.ApplyDefaults()
 	return &a, nil

@@ -3,6 +3,8 @@ package automations
 import (
 	"testing"
 	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 func mustLoc(t *testing.T, name string) *time.Location {
@@ -110,6 +112,24 @@ func TestCronDST(t *testing.T) {
 			},
 		},
 		{
+			name: "Lord Howe's half-hour gap: 02:15 fires at 02:30",
+			cron: "15 2 * * *", tz: "Australia/Lord_Howe",
+			after: time.Date(2026, 10, 3, 12, 0, 0, 0, time.UTC),
+			want: []time.Time{
+				time.Date(2026, 10, 4, 2, 30, 0, 0, time.FixedZone("+11", 11*3600)),
+				time.Date(2026, 10, 5, 2, 15, 0, 0, time.FixedZone("+11", 11*3600)),
+			},
+		},
+		{
+			name: "Samoa skipped 2011-12-30 whole: its noon fires at the end of the gap",
+			cron: "0 12 * * *", tz: "Pacific/Apia",
+			after: time.Date(2011, 12, 29, 13, 0, 0, 0, time.FixedZone("-10", -10*3600)),
+			want: []time.Time{
+				time.Date(2011, 12, 31, 0, 0, 0, 0, time.FixedZone("+14", 14*3600)),
+				time.Date(2011, 12, 31, 12, 0, 0, 0, time.FixedZone("+14", 14*3600)),
+			},
+		},
+		{
 			name: "leap day",
 			cron: "0 9 29 2 *", tz: "UTC",
 			after: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
@@ -161,6 +181,26 @@ func TestCronDST(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRobfigSkipsTheGapDay shows why the walk is ours: robfig/cron's own Next, given the same
+// expression in Europe/Oslo, passes over 2026-03-29 entirely. If a release fixes that, this test
+// says so and the fix-up may go.
+func TestRobfigSkipsTheGapDay(t *testing.T) {
+	oslo := mustLoc(t, "Europe/Oslo")
+	parsed, err := cronParser.Parse("30 2 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, ok := parsed.(*cron.SpecSchedule)
+	if !ok {
+		t.Fatalf("Parse = %T, want *cron.SpecSchedule", parsed)
+	}
+	spec.Location = oslo
+	got := spec.Next(time.Date(2026, 3, 28, 12, 0, 0, 0, oslo))
+	if got.Day() != 30 {
+		t.Errorf("robfig Next = %v; it no longer skips the day of the gap (we fire at 03:00 on the 29th)", got)
 	}
 }
 
