@@ -18,7 +18,8 @@ const maxDueScan = 366 * 24 * 60
 // then records now as the next lastFire: every schedule counts from fixed origins (the cron's
 // clock, every's a.Created, at's time), never from lastFire, so nothing drifts.
 //
-// fire holds at most one time. An automation whose trigger does not compile (see Validate), or
+// fire holds at most one time; missed counts at most a year of minutes before the window. An
+// automation whose trigger does not compile (see Validate), or
 // that has no time-based trigger, is never due.
 func Due(a *Automation, lastFire, now time.Time) (fire []time.Time, missed int) {
 	sched, err := a.Schedule()
@@ -26,23 +27,32 @@ func Due(a *Automation, lastFire, now time.Time) (fire []time.Time, missed int) 
 		return nil, 0
 	}
 	window := now.Add(-a.CatchupWindow())
+	t := lastFire
+	// Fire times older than the window are only counted.
+	if lastFire.Before(window) {
+		for range maxDueScan {
+			next, ok := sched.Next(t)
+			if !ok || !next.Before(window) || next.After(now) {
+				break
+			}
+			missed++
+			t = next
+		}
+		t = window.Add(-time.Nanosecond) // Next is strictly after: the first fire at or after window
+	}
+	// Within the window (at most 24h of fire times, one a minute): the latest fires, the
+	// others are superseded by it and counted.
 	var latest time.Time
 	found := false
-	t := lastFire
 	for range maxDueScan {
 		next, ok := sched.Next(t)
 		if !ok || next.After(now) {
 			break
 		}
-		switch {
-		case next.Before(window):
-			missed++ // older than the window
-		case found:
-			missed++ // superseded by this later one
-			latest = next
-		default:
-			latest, found = next, true
+		if found {
+			missed++
 		}
+		latest, found = next, true
 		t = next
 	}
 	if found {

@@ -57,6 +57,11 @@ func TestDue(t *testing.T) {
 			wantFire: []time.Time{base.Add(time.Hour)},
 		},
 		{
+			name: "a month down with a minute cron: the latest fires, the rest are counted", trigger: Trigger{Cron: "* * * * *"}, catchup: "1h",
+			lastFire: base, now: base.Add(30 * 24 * time.Hour),
+			wantFire: []time.Time{base.Add(30 * 24 * time.Hour)}, wantMissed: 30*24*60 - 1,
+		},
+		{
 			name: "event triggers are never due", trigger: Trigger{Event: true},
 			lastFire: base, now: base.Add(3 * time.Hour),
 		},

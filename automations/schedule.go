@@ -101,7 +101,7 @@ func resolve(c time.Time, loc *time.Location) time.Time {
 		_, off := local.Zone()
 		start, end := local.ZoneBounds()
 		cand := c.Add(-time.Duration(off) * time.Second)
-		if !cand.Before(start) && (end.IsZero() || cand.Before(end)) && (start.IsZero() || !cand.Before(start)) {
+		if !cand.Before(start) && (end.IsZero() || cand.Before(end)) {
 			return cand.In(loc)
 		}
 		if end.IsZero() {
@@ -124,7 +124,8 @@ func resolve(c time.Time, loc *time.Location) time.Time {
 }
 
 // EverySchedule fires every Interval from a fixed Anchor (the automation's creation time), so a
-// restart never shifts the grid: the fire times are Anchor + k·Interval, k ≥ 1.
+// restart never shifts the grid: the fire times are Anchor + k·Interval, k ≥ 1. A zero Anchor
+// stands for the Unix epoch (a grid aligned on UTC multiples of Interval).
 type EverySchedule struct {
 	Anchor   time.Time
 	Interval time.Duration
@@ -149,11 +150,15 @@ func (s *EverySchedule) Next(after time.Time) (time.Time, bool) {
 	if s.Interval <= 0 {
 		return time.Time{}, false
 	}
-	if after.Before(s.Anchor) {
-		return s.Anchor.Add(s.Interval), true
+	anchor := s.Anchor
+	if anchor.IsZero() {
+		anchor = time.Unix(0, 0).UTC()
 	}
-	k := after.Sub(s.Anchor)/s.Interval + 1
-	return s.Anchor.Add(k * s.Interval), true
+	if after.Before(anchor) {
+		return anchor.Add(s.Interval), true
+	}
+	k := after.Sub(anchor)/s.Interval + 1
+	return anchor.Add(k * s.Interval), true
 }
 
 // AtSchedule fires once, at At.

@@ -240,6 +240,15 @@ func TestEveryAnchored(t *testing.T) {
 	}
 }
 
+func TestEveryZeroAnchorIsTheEpoch(t *testing.T) {
+	s := &EverySchedule{Interval: 15 * time.Minute}
+	after := time.Date(2026, 6, 1, 10, 7, 0, 0, time.UTC)
+	want := time.Date(2026, 6, 1, 10, 15, 0, 0, time.UTC)
+	if got, ok := s.Next(after); !ok || !got.Equal(want) {
+		t.Errorf("Next = %v, %v, want %v", got, ok, want)
+	}
+}
+
 func TestAtOnce(t *testing.T) {
 	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
 	s, err := ParseAt(at.Format(time.RFC3339))
@@ -263,5 +272,20 @@ func TestEventAndStoreNeverFireOnTime(t *testing.T) {
 		if got, ok := s.Next(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); ok {
 			t.Errorf("%+v: Next = %v, want none", tr, got)
 		}
+	}
+}
+
+func BenchmarkCronNext(b *testing.B) {
+	s, err := ParseCron("*/5 * * * 1-5", "Europe/Oslo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	after := time.Date(2026, 3, 27, 0, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		next, ok := s.Next(after)
+		if !ok {
+			b.Fatal("no next fire")
+		}
+		after = next
 	}
 }
