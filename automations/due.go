@@ -6,8 +6,8 @@ import "time"
 const maxDueScan = 366 * 24 * 60
 
 // Due says what to do with the fire times of a in (lastFire, now], after the platform was up
-// throughout or down for a while. lastFire is the last fire time handled (fired or counted as
-// missed), or a.Created before the first.
+// throughout or down for a while. lastFire is the now of the previous call (or the last fire
+// time handled, fired or counted as missed), and a.Created before the first call.
 //
 // Exactly this is fired: of the fire times in (lastFire, now], those within a's catchup window
 // (now - catchup ≤ t) are due, and only the latest of them fires, once; every other fire time in
