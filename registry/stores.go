@@ -30,6 +30,9 @@ type Stores struct {
 	// BrowserSessions are the sign-in sessions on the agents' hosts; the API reads the latest
 	// of each session owner for owner_email.
 	BrowserSessions *BrowserSessions
+	// Automations are the agents' schedules and triggers (CONTRACT §9), their fires and the
+	// event ids they saw.
+	Automations *Automations
 
 	db *gorm.DB
 }
@@ -43,7 +46,7 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
 		Feedback: NewFeedback(db), Sessions: NewSessions(db), EvalRuns: NewEvalRuns(db), Runs: NewRuns(db),
 		Tokens: NewTokens(db), APIKeys: NewAPIKeys(db), Access: NewAccess(db),
-		BrowserSessions: NewBrowserSessions(db), db: db,
+		BrowserSessions: NewBrowserSessions(db), Automations: NewAutomations(db), db: db,
 	}
 }
 
