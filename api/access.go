@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -38,23 +37,9 @@ func (a *API) getAccess(c *gin.Context) error {
 // a bad document is INVALID_REQUEST naming the first wrong field (the message lists them all).
 func (a *API) putAccess(c *gin.Context) error {
 	// 1. Parse: a JSON body, read whole (bounded by the body limit).
-	mt, err := mediaType(c)
+	data, err := readJSONBody(c, "the access settings as a JSON object")
 	if err != nil {
 		return err
-	}
-	if mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-		return Errorf(errcode.UnsupportedMediaType, "Content-Type must be application/json, not %s", mt)
-	}
-	if c.Request.Body == nil || c.Request.Body == http.NoBody {
-		return Errorf(errcode.InvalidRequest, "the request body is empty; send the access settings as a JSON object")
-	}
-	data, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return err
-		}
-		return Errorf(errcode.InvalidRequest, "the request body could not be read")
 	}
 	// 2. Validate with the runtime's own decoder.
 	settings, err := access.ParseSettings(data)

@@ -32,24 +32,9 @@ func mediaType(c *gin.Context) (string, error) {
 // the body one JSON object, every field known and of the right type. Each failure is an error
 // naming the field or the byte offset; a body over MaxBodyBytes is PAYLOAD_TOO_LARGE.
 func bindJSON(c *gin.Context, v any) error {
-	mt, err := mediaType(c)
+	data, err := readJSONBody(c, "a JSON object")
 	if err != nil {
 		return err
-	}
-	if mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-		return Errorf(errcode.UnsupportedMediaType, "Content-Type must be application/json, not %s", mt)
-	}
-	if c.Request.Body == nil || c.Request.Body == http.NoBody {
-		return Errorf(errcode.InvalidRequest, "the request body is empty; send a JSON object")
-	}
-	// Read the whole (bounded) body first: a body over the limit is a 413 whatever it holds.
-	data, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		var maxBytes *http.MaxBytesError
-		if errors.As(err, &maxBytes) {
-			return err
-		}
-		return Errorf(errcode.InvalidRequest, "the request body could not be read")
 	}
 	data = bytes.TrimRight(data, " \t\r\n")
 	if len(data) == 0 {
@@ -65,6 +50,31 @@ func bindJSON(c *gin.Context, v any) error {
 		return Errorf(errcode.InvalidRequest, "the request body must hold exactly one JSON object")
 	}
 	return nil
+}
+
+// readJSONBody reads the whole (bounded) body of a JSON request: the Content-Type must be JSON
+// (or absent) and the body not empty ("send <what>"); a body over the limit is a 413 whatever
+// it holds.
+func readJSONBody(c *gin.Context, what string) ([]byte, error) {
+	mt, err := mediaType(c)
+	if err != nil {
+		return nil, err
+	}
+	if mt != "" && mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		return nil, Errorf(errcode.UnsupportedMediaType, "Content-Type must be application/json, not %s", mt)
+	}
+	if c.Request.Body == nil || c.Request.Body == http.NoBody {
+		return nil, Errorf(errcode.InvalidRequest, "the request body is empty; send %s", what)
+	}
+	data, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var maxBytes *http.MaxBytesError
+		if errors.As(err, &maxBytes) {
+			return nil, err
+		}
+		return nil, Errorf(errcode.InvalidRequest, "the request body could not be read")
+	}
+	return data, nil
 }
 
 // jsonError turns a decoding error into an API error that names the field; it never echoes a
