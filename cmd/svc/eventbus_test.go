@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"svc/runner/durable"
+	"svc/runner/durable/durabletest"
 )
 
 // TestEventBusAcrossRunners is issue 26's event bus test (CONTRACT §8 Visibility): two runner
@@ -131,7 +130,7 @@ func TestEventBusAcrossRunners(t *testing.T) {
 	}
 	under := []string{runA, runB, runC}
 	for sub, r := range streams {
-		seen := readUntilCancelled(t, r, markers[sub.who])
+		seen := durabletest.SessionUpdates(t, r, markers[sub.who])
 		var got []string
 		for _, id := range seen {
 			switch {
@@ -153,32 +152,3 @@ func TestEventBusAcrossRunners(t *testing.T) {
 }
 
 // readUntilCancelled reads session_updated frames from an event stream until one says that run
-// last is cancelled, and returns the session ids of all it read.
-func readUntilCancelled(t *testing.T, r io.Reader, last string) []string {
-	t.Helper()
-	sc := bufio.NewScanner(r)
-	var ids []string
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var f struct {
-			Type      string `json:"type"`
-			SessionID string `json:"session_id"`
-			Status    string `json:"status"`
-		}
-		if err := json.Unmarshal([]byte(data), &f); err != nil {
-			t.Fatalf("frame %q: %v", data, err)
-		}
-		if f.Type != "session_updated" {
-			continue
-		}
-		ids = append(ids, f.SessionID)
-		if f.SessionID == last && f.Status == durable.Cancelled {
-			return ids
-		}
-	}
-	t.Fatalf("the stream ended before %s was cancelled (read %v): %v", last, ids, sc.Err())
-	return nil
-}

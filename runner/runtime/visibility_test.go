@@ -1,15 +1,14 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"svc/runner/durable"
+	"svc/runner/durable/durabletest"
 	"svc/runner/durable/engine"
 	"svc/runner/runtime"
 )
@@ -87,7 +86,7 @@ func TestDurableVisibility(t *testing.T) {
 		"bob":      {runB, []string{runB}},
 		"alice-s1": {runC, []string{runC}},
 	} {
-		seen := sessionUpdates(t, streams[who], c.last)
+		seen := durabletest.SessionUpdates(t, streams[who], c.last)
 		for _, id := range seen {
 			if !strings.Contains(strings.Join(c.allowed, " "), id) {
 				t.Errorf("%s received session_updated of %s; it may read only %v", who, id, c.allowed)
@@ -100,32 +99,3 @@ func TestDurableVisibility(t *testing.T) {
 }
 
 // sessionUpdates reads session_updated frames from an event stream until one says that run last
-// is cancelled, and returns the session ids of all it read.
-func sessionUpdates(t *testing.T, r io.Reader, last string) []string {
-	t.Helper()
-	sc := bufio.NewScanner(r)
-	var ids []string
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var f struct {
-			Type      string `json:"type"`
-			SessionID string `json:"session_id"`
-			Status    string `json:"status"`
-		}
-		if err := json.Unmarshal([]byte(data), &f); err != nil {
-			t.Fatalf("frame %q: %v", data, err)
-		}
-		if f.Type != "session_updated" {
-			continue
-		}
-		ids = append(ids, f.SessionID)
-		if f.SessionID == last && f.Status == durable.Cancelled {
-			return ids
-		}
-	}
-	t.Fatalf("the stream ended before %s was cancelled (read %v): %v", last, ids, sc.Err())
-	return nil
-}
