@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,8 +43,9 @@ type Automation struct {
 	Enabled    bool
 	// DisabledReason says why the platform disabled it (a revoked saver); "" when a user paused it.
 	DisabledReason string
-	// SecretHash is the hash of an event trigger's secret (shown once, never stored); "" otherwise.
-	SecretHash string
+	// EventSecret is an event trigger's secret; "" otherwise. Create seals it with the
+	// platform's secrets key; reads leave it empty (EventSecret reads it back).
+	EventSecret string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	// NextFireAt is the next fire time of a schedule; nil when none is due (events, a fired at).
@@ -62,7 +64,7 @@ type automationRow struct {
 	Spec           string
 	Enabled        bool
 	DisabledReason string
-	SecretHash     string
+	EventSecret    string // sealed (Cipher), base64
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	NextFireAt     *time.Time
@@ -74,7 +76,7 @@ func (automationRow) TableName() string { return "automations" }
 
 func (r *automationRow) automation() (Automation, error) {
 	a := Automation{ID: r.ID, AgentID: r.AgentID, OwnerScope: r.OwnerScope, Name: r.Name, Spec: json.RawMessage(r.Spec),
-		Enabled: r.Enabled, DisabledReason: r.DisabledReason, SecretHash: r.SecretHash,
+		Enabled: r.Enabled, DisabledReason: r.DisabledReason,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), NextFireAt: utcPtr(r.NextFireAt), LastFireAt: utcPtr(r.LastFireAt)}
 	if err := json.Unmarshal([]byte(r.Saver), &a.Saver); err != nil {
 		return Automation{}, fmt.Errorf("read automation %s: saver: %w", r.ID, err)
@@ -112,13 +114,46 @@ type AutomationUpdate struct {
 // Every method is safe for concurrent use, by any number of processes on one database:
 // ClaimFire and SeenEvent are decided by a primary key, not by the caller.
 type Automations struct {
-	db  *gorm.DB
-	now func() time.Time
+	db     *gorm.DB
+	cipher *Cipher // seals event secrets; nil refuses them
+	now    func() time.Time
 }
 
-// NewAutomations returns the automation store over db.
+// NewAutomations returns the automation store over db, without a secrets key: event triggers'
+// secrets are refused (NewStores gives its store the platform's key).
 func NewAutomations(db *gorm.DB) *Automations {
 	return &Automations{db: db, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// eventSecretBinding binds a sealed event secret to its automation: a sealed value copied to
+// another row does not open.
+func eventSecretBinding(id string) string { return "svc/automation-event\x00" + id }
+
+// EventSecret returns the event trigger's secret of automation id (opened with the platform's
+// secrets key), "" when it has none, or ErrAutomationNotFound.
+func (s *Automations) EventSecret(ctx context.Context, id string) (string, error) {
+	var rows []automationRow
+	if err := s.db.WithContext(ctx).Select("id", "event_secret").Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
+		return "", fmt.Errorf("read event secret: %w", err)
+	}
+	if len(rows) == 0 {
+		return "", ErrAutomationNotFound
+	}
+	if rows[0].EventSecret == "" {
+		return "", nil
+	}
+	if s.cipher == nil {
+		return "", errors.New("read event secret: no secrets key")
+	}
+	sealed, err := base64.StdEncoding.DecodeString(rows[0].EventSecret)
+	if err != nil {
+		return "", fmt.Errorf("read event secret of automation %s: %w", id, err)
+	}
+	plain, err := s.cipher.Open(sealed, eventSecretBinding(id))
+	if err != nil {
+		return "", fmt.Errorf("read event secret of automation %s: %w", id, err)
+	}
+	return string(plain), nil
 }
 
 // Create stores a with a new id (au…) and its creation time, and returns it as stored.
@@ -132,8 +167,16 @@ func (s *Automations) Create(ctx context.Context, a Automation) (Automation, err
 		a.Spec = json.RawMessage("{}")
 	}
 	now := s.now().UTC()
-	row := automationRow{ID: auth.NewID("au"), AgentID: a.AgentID, OwnerScope: a.OwnerScope, Saver: string(saver), Name: a.Name,
-		Spec: string(a.Spec), Enabled: a.Enabled, DisabledReason: a.DisabledReason, SecretHash: a.SecretHash,
+	id := auth.NewID("au")
+	var sealed string
+	if a.EventSecret != "" {
+		if s.cipher == nil {
+			return Automation{}, errors.New("create automation: an event trigger's secret needs the platform's secrets key")
+		}
+		sealed = base64.StdEncoding.EncodeToString(s.cipher.Seal([]byte(a.EventSecret), eventSecretBinding(id)))
+	}
+	row := automationRow{ID: id, AgentID: a.AgentID, OwnerScope: a.OwnerScope, Saver: string(saver), Name: a.Name,
+		Spec: string(a.Spec), Enabled: a.Enabled, DisabledReason: a.DisabledReason, EventSecret: sealed,
 		CreatedAt: now, UpdatedAt: now, NextFireAt: utcPtr(a.NextFireAt), LastFireAt: utcPtr(a.LastFireAt)}
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var n int64
@@ -319,3 +362,9 @@ func (s *Automations) ClaimFire(ctx context.Context, automationID string, fireTi
 
 // errFireClaimed rolls back a ClaimFire that lost; ClaimFire returns false for it.
 var errFireClaimed = errors.New("registry: fire claimed already")
+
+// withCipher gives s the platform's secrets key, for event triggers' secrets.
+func withCipher(s *Automations, c *Cipher) *Automations {
+	s.cipher = c
+	return s
+}

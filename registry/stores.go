@@ -46,7 +46,7 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
 		Feedback: NewFeedback(db), Sessions: NewSessions(db), EvalRuns: NewEvalRuns(db), Runs: NewRuns(db),
 		Tokens: NewTokens(db), APIKeys: NewAPIKeys(db), Access: NewAccess(db),
-		BrowserSessions: NewBrowserSessions(db), Automations: NewAutomations(db), db: db,
+		BrowserSessions: NewBrowserSessions(db), Automations: withCipher(NewAutomations(db), cipher), db: db,
 	}
 }
 

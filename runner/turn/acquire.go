@@ -30,6 +30,8 @@ type Settings struct {
 	// the turn begins instead.)
 	Context  map[string]string
 	Metadata map[string]string
+	// Title is the session's title; "" takes it from the first message.
+	Title string
 }
 
 // Open is the way into a turn for every entry point (chat, queued turns, automations, channels,
@@ -140,7 +142,7 @@ func (e *Engine) newSession(id string, who access.Identity, set Settings) (*sess
 		ID: id, AgentID: e.cfg.AgentID, Owner: who.UserID, ScopeID: scope,
 		Agent: agentName, Skill: set.Skill, DeployID: set.DeployID, Status: sessions.StatusIdle,
 		Model: set.Model, MaxSessionTokens: set.MaxSessionTokens,
-		Context: maps.Clone(set.Context), Metadata: maps.Clone(set.Metadata), CreatedAt: now, UpdatedAt: now,
+		Context: maps.Clone(set.Context), Metadata: maps.Clone(set.Metadata), Title: set.Title, CreatedAt: now, UpdatedAt: now,
 	}
 	if s.DeployID == "" {
 		s.DeployID = e.cfg.DeployID

@@ -50,6 +50,9 @@ type Start struct {
 	Context  map[string]string
 	// Eval marks a turn an eval runs (tools.Session.Eval); nil for every chat.
 	Eval *tools.EvalPolicy
+	// Provider, when set, answers this turn instead of the session's model: an automation's
+	// tool action runs its call through the turn (tools.ScriptedCall) without a model.
+	Provider models.Provider
 }
 
 // Turn is one chat turn between Open and the done frame of Run.
@@ -199,7 +202,11 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 	t.system = t.prof.System(s.Context)
 	var fallback bool
 	t.ref, fallback = e.ModelRef(s)
-	t.provider, t.modelErr = e.cfg.Models(t.ref)
+	if st.Provider != nil {
+		t.provider, t.ref = st.Provider, agent.ModelRef{Provider: "scripted", Model: "tool-call"}
+	} else {
+		t.provider, t.modelErr = e.cfg.Models(t.ref)
+	}
 	if e.records {
 		t.run = t.startRun(st, now)
 		s.State.Run = t.run
