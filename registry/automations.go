@@ -46,8 +46,8 @@ type Automation struct {
 	// EventSecret is an event trigger's secret; "" otherwise. Create seals it with the
 	// platform's secrets key; reads leave it empty (EventSecret reads it back).
 	EventSecret string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 	// NextFireAt is the next fire time of a schedule; nil when none is due (events, a fired at).
 	NextFireAt *time.Time
 	// LastFireAt is the fire time last claimed; nil before the first.
