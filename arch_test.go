@@ -122,9 +122,10 @@ var beyondDesign = map[string]map[string]string{
 		"auth": "run ids are auth.NewID",
 	},
 	"runner/runtime": {
-		"auth":     "the runtime verifies runtime tokens",
-		"errcode":  "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",
-		"registry": "the runtime keeps feedback as registry.Feedback",
+		"auth":        "the runtime verifies runtime tokens",
+		"automations": "the automation routes decode and validate the record against the agent and check event signatures (automations.Decode, Validate, VerifyEvent)",
+		"errcode":     "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",
+		"registry":    "the runtime keeps feedback as registry.Feedback, and automations in registry.Automations",
 	},
 }
 

@@ -21,13 +21,21 @@ var ErrAutomationNotFound = errors.New("registry: automation not found")
 const CursorAutomations = "automations"
 
 // AutomationSaver is who saved an automation (CONTRACT §9): its fires run with this authority,
-// and each fire re-checks the credential (CredentialKind and CredentialID: an API key, a
-// platform token, a browser session) so that a revoked one disables the automation.
+// and each fire re-checks the credential (CredentialKind and CredentialID: an API key, the
+// platform token that minted a runtime token, a browser session) so that a revoked one disables
+// the automation. A signed-in user's e-mail, organization and groups are kept so that each fire
+// can ask the agent's allow rules again.
 type AutomationSaver struct {
-	UserID         string `json:"userId,omitempty"`
-	ScopeID        string `json:"scopeId,omitempty"`
-	CredentialKind string `json:"credentialKind,omitempty"`
-	CredentialID   string `json:"credentialId,omitempty"`
+	UserID string `json:"userId,omitempty"`
+	// ScopeID is the scope the runs' sessions work in: the credential's scope claim, or the
+	// scope_id a trusted credential named; "" for the agent level.
+	ScopeID        string   `json:"scopeId,omitempty"`
+	CredentialKind string   `json:"credentialKind,omitempty"`
+	CredentialID   string   `json:"credentialId,omitempty"`
+	Email          string   `json:"email,omitempty"`
+	EmailVerified  bool     `json:"emailVerified,omitempty"`
+	OrgID          string   `json:"orgId,omitempty"`
+	Groups         []string `json:"groups,omitempty"`
 }
 
 // Automation is an automation as stored. Spec is its JSON document as the API decoded it
@@ -123,37 +131,6 @@ type Automations struct {
 // secrets are refused (NewStores gives its store the platform's key).
 func NewAutomations(db *gorm.DB) *Automations {
 	return &Automations{db: db, now: func() time.Time { return time.Now().UTC() }}
-}
-
-// eventSecretBinding binds a sealed event secret to its automation: a sealed value copied to
-// another row does not open.
-func eventSecretBinding(id string) string { return "svc/automation-event\x00" + id }
-
-// EventSecret returns the event trigger's secret of automation id (opened with the platform's
-// secrets key), "" when it has none, or ErrAutomationNotFound.
-func (s *Automations) EventSecret(ctx context.Context, id string) (string, error) {
-	var rows []automationRow
-	if err := s.db.WithContext(ctx).Select("id", "event_secret").Where("id = ?", id).Limit(1).Find(&rows).Error; err != nil {
-		return "", fmt.Errorf("read event secret: %w", err)
-	}
-	if len(rows) == 0 {
-		return "", ErrAutomationNotFound
-	}
-	if rows[0].EventSecret == "" {
-		return "", nil
-	}
-	if s.cipher == nil {
-		return "", errors.New("read event secret: no secrets key")
-	}
-	sealed, err := base64.StdEncoding.DecodeString(rows[0].EventSecret)
-	if err != nil {
-		return "", fmt.Errorf("read event secret of automation %s: %w", id, err)
-	}
-	plain, err := s.cipher.Open(sealed, eventSecretBinding(id))
-	if err != nil {
-		return "", fmt.Errorf("read event secret of automation %s: %w", id, err)
-	}
-	return string(plain), nil
 }
 
 // Create stores a with a new id (au…) and its creation time, and returns it as stored.
@@ -362,9 +339,3 @@ func (s *Automations) ClaimFire(ctx context.Context, automationID string, fireTi
 
 // errFireClaimed rolls back a ClaimFire that lost; ClaimFire returns false for it.
 var errFireClaimed = errors.New("registry: fire claimed already")
-
-// withCipher gives s the platform's secrets key, for event triggers' secrets.
-func withCipher(s *Automations, c *Cipher) *Automations {
-	s.cipher = c
-	return s
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func TestAutomationsCRUD(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := registry.AutomationSaver{UserID: "u1", ScopeID: "scope-1", CredentialKind: "api_key", CredentialID: "k1"}
-		if got.Name != "digest" || got.OwnerScope != "scope-1" || got.Saver != want || got.NextFireAt == nil || !got.NextFireAt.Equal(next) ||
+		if got.Name != "digest" || got.OwnerScope != "scope-1" || !reflect.DeepEqual(got.Saver, want) || got.NextFireAt == nil || !got.NextFireAt.Equal(next) ||
 			got.LastFireAt != nil || !json.Valid(got.Spec) {
 			t.Errorf("Get = %+v", got)
 		}

@@ -23,7 +23,8 @@ type Identity struct {
 	Scope string
 	// Method is the credential kind (svc.auth.method).
 	Method Method
-	// CredentialID identifies the credential where it has an id: the API key's id, the browser
+	// CredentialID identifies the credential where it has an id: the API key's id, the pk_ token
+	// that minted a runtime token, the browser
 	// session's id (the hash of its cookie); "" otherwise.
 	CredentialID string
 	// ExpiresAt is when the credential expires; zero when it does not.

@@ -70,7 +70,7 @@ func (rt *Runtime) authenticate(r *http.Request) (access.Identity, error) {
 	if rt.opts.AgentID != "" && claims.AgentID != rt.opts.AgentID {
 		return access.Identity{}, &APIError{Code: CodeForbidden, Message: "the runtime token is for another agent"}
 	}
-	return access.Identity{UserID: claims.UserID, Scope: claims.ScopeID, Method: access.MethodRuntimeToken, ExpiresAt: claims.ExpiresAt}, nil
+	return access.Identity{UserID: claims.UserID, Scope: claims.ScopeID, Method: access.MethodRuntimeToken, CredentialID: claims.MintedBy, ExpiresAt: claims.ExpiresAt}, nil
 }
 
 // apiKey authenticates an ak_ key: one of this agent's is a trusted service credential with no

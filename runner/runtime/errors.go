@@ -21,6 +21,7 @@ const (
 	CodeForbidden       = "forbidden"
 	CodeNotFound        = "not_found"
 	CodeBadMethod       = "method_not_allowed"
+	CodeConflict        = "conflict"
 	CodeTurnInProgress  = "turn_in_progress"
 	CodeNoActiveTurn    = "no_active_turn"
 	CodeAlreadyAnswered = "already_answered"
@@ -46,6 +47,7 @@ var catalog = map[string]struct {
 	CodeForbidden:       {http.StatusForbidden, "this token may not use this agent"},
 	CodeNotFound:        {http.StatusNotFound, "not found"},
 	CodeBadMethod:       {http.StatusMethodNotAllowed, "the route does not take this method"},
+	CodeConflict:        {http.StatusConflict, "the request conflicts with the state of what it names"},
 	CodeTurnInProgress:  {http.StatusConflict, "a turn is already running in this session"},
 	CodeNoActiveTurn:    {http.StatusConflict, "no turn of this session is accepting messages"},
 	CodeAlreadyAnswered: {http.StatusConflict, "the approval was already decided"},

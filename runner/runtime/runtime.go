@@ -133,6 +133,9 @@ type Options struct {
 	// Events carries session_updated to the GET /api/events subscribers of every runtime of the
 	// agent, in every process that shares it; nil means this runtime's subscribers only.
 	Events EventBus
+	// Automations serves /api/automations and fires store triggers (CONTRACT §9); share one
+	// among the runtimes of a process. nil: the routes answer 404 saying why (svc dev).
+	Automations *Automations
 	// MaxTurns is the model-turn limit of a run; 0 means 50.
 	MaxTurns int
 	// IdleTimeout evicts live sessions (and expires prepared ones); 0 means 30 minutes.
@@ -191,6 +194,7 @@ type Runtime struct {
 	durableHandler func(*agent.Tool) (*handlers.Tool, error)
 	unsubscribe    func() // from Options.Events
 	signin         *signinRoutes
+	auto           *automationRoutes
 
 	done   chan struct{}
 	closed sync.Once
@@ -265,7 +269,8 @@ func New(opts Options) (*Runtime, error) {
 	if rt.backend == nil {
 		rt.backend = stores.NewMemory()
 	}
-	records, err := stores.New(stores.Params{Stores: rt.ag.Stores, Backend: rt.backend, Now: rt.now})
+	rt.auto = &automationRoutes{host: opts.Automations, ag: rt.ag, agentID: opts.AgentID, now: rt.now, log: rt.log}
+	records, err := stores.New(stores.Params{Stores: rt.ag.Stores, Backend: rt.backend, Now: rt.now, OnWrite: rt.auto.storeWritten})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: stores: %w", err)
 	}
@@ -410,6 +415,14 @@ func (rt *Runtime) routes() {
 	m.Handle("POST /api/sessions/{id}/answer", rt.handle(runs.answer))
 	m.Handle("POST /api/sessions/{id}/cancel", rt.handle(runs.cancel))
 	m.Handle("POST /api/sessions/{id}/restart", rt.handle(runs.restart))
+	m.Handle("GET /api/automations", rt.handle(rt.auto.list))
+	m.Handle("POST /api/automations", rt.handle(rt.auto.create))
+	m.Handle("GET /api/automations/{id}", rt.handle(rt.auto.get))
+	m.Handle("PATCH /api/automations/{id}", rt.handle(rt.auto.patch))
+	m.Handle("DELETE /api/automations/{id}", rt.handle(rt.auto.remove))
+	m.Handle("POST /api/automations/{id}/run", rt.handle(rt.auto.run))
+	m.Handle("GET /api/automations/{id}/runs", rt.handle(rt.auto.runs))
+	m.Handle("POST /api/automations/{id}/events", plain(rt.log, rt.auto.event))
 	m.Handle("GET /auth/login", plain(rt.log, rt.signin.login))
 	m.Handle("GET /auth/callback", plain(rt.log, rt.signin.callback))
 	m.Handle("GET /auth/me", rt.handle(rt.signin.me))

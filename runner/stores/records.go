@@ -17,6 +17,9 @@ type Params struct {
 	Backend Backend
 	// Now is the clock of UpdatedAt; nil means time.Now.
 	Now func() time.Time
+	// OnWrite, when set, is told of every version written (after the write), by the store
+	// tools and the store routes alike: the runtime's store triggers (CONTRACT §9).
+	OnWrite func(ctx context.Context, store string, rec Record)
 }
 
 // Query selects records for Records.Query.
@@ -37,6 +40,7 @@ type Records struct {
 	entities map[string]*entity
 	backend  Backend
 	now      func() time.Time
+	onWrite  func(ctx context.Context, store string, rec Record)
 }
 
 // New returns the records of p.Stores kept by p.Backend. It fails for a store whose key
@@ -45,7 +49,7 @@ func New(p Params) (*Records, error) {
 	if p.Backend == nil {
 		return nil, fmt.Errorf("stores: New needs a Backend")
 	}
-	r := &Records{entities: make(map[string]*entity, len(p.Stores)), backend: p.Backend, now: p.Now}
+	r := &Records{entities: make(map[string]*entity, len(p.Stores)), backend: p.Backend, now: p.Now, onWrite: p.OnWrite}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -111,7 +115,11 @@ func (r *Records) put(ctx context.Context, store, want string, fields json.RawMe
 	if e.def.Trace {
 		w.Trace = tr
 	}
-	return r.backend.Set(ctx, store, key, value, w)
+	rec, err := r.backend.Set(ctx, store, key, value, w)
+	if err == nil && r.onWrite != nil {
+		r.onWrite(ctx, store, rec)
+	}
+	return rec, err
 }
 
 // Query returns the current records of store that pass q, newest first.
