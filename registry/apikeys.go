@@ -78,6 +78,19 @@ func (s *APIKeys) List(ctx context.Context, agentID string) ([]APIKey, error) {
 	return keys, nil
 }
 
+// Get returns the key id of agentID, revoked or not (RevokedAt), or auth.ErrNotFound: an
+// automation's saver is checked with it at each fire.
+func (s *APIKeys) Get(ctx context.Context, agentID, id string) (APIKey, error) {
+	var keys []APIKey
+	if err := s.db.WithContext(ctx).Where("id = ? AND agent_id = ?", id, agentID).Limit(1).Find(&keys).Error; err != nil {
+		return APIKey{}, fmt.Errorf("get api key: %w", err)
+	}
+	if len(keys) == 0 {
+		return APIKey{}, auth.ErrNotFound
+	}
+	return keys[0], nil
+}
+
 // Revoke revokes the key id of agentID at once; a key that is unknown, another agent's or
 // already revoked is auth.ErrNotFound.
 func (s *APIKeys) Revoke(ctx context.Context, agentID, id string) error {

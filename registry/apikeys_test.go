@@ -114,3 +114,28 @@ func TestAPIKeysCheck(t *testing.T) {
 		}
 	})
 }
+
+// Get returns a key revoked or not, and refuses another agent's id.
+func TestAPIKeysGet(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		ag, other := mustCreateAgent(t, db, "keyed"), mustCreateAgent(t, db, "other")
+		s := registry.NewAPIKeys(db)
+		k, _, err := s.Create(ctx, ag.ID, "cron")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, ag.ID, k.ID); err != nil || got.RevokedAt != nil {
+			t.Fatalf("Get = %+v, %v", got, err)
+		}
+		if err := s.Revoke(ctx, ag.ID, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Get(ctx, ag.ID, k.ID); err != nil || got.RevokedAt == nil {
+			t.Errorf("Get of a revoked key = %+v, %v", got, err)
+		}
+		if _, err := s.Get(ctx, other.ID, k.ID); !errors.Is(err, auth.ErrNotFound) {
+			t.Errorf("Get with another agent: %v", err)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -47,6 +48,12 @@ type Config struct {
 	Retention time.Duration
 	// Logger receives the queue's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Types, when set, makes Run claim only tasks of these types, and ExceptTypes, when set,
+	// only tasks of other types: two Queues on one database with complementary filters are two
+	// lanes with their own Concurrency (automation fires apart from builds). Enqueue takes any
+	// type either way, and wakes only its own Queue's Run.
+	Types       []string
+	ExceptTypes []string
 	// Instance names the owner of the queue's claims across restarts, such as the absolute path
 	// of `svc up`'s data dir (optional). Every claim records it with this host and this process's
 	// pid; when Run starts, it takes back at once the claims of the same Instance made on this
@@ -64,6 +71,9 @@ type Queue struct {
 	log     *slog.Logger
 	// wake is signalled (without blocking) by Enqueue, so an idle Run claims at once.
 	wake chan struct{}
+	// lane is the SQL condition of Types and ExceptTypes ("" for none), with its arguments.
+	lane     string
+	laneArgs []any
 }
 
 var _ workers.Queue = (*Queue)(nil)
@@ -84,13 +94,35 @@ func New(db *gorm.DB, cfg Config) (*Queue, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Queue{
+	q := &Queue{
 		db:      db,
 		dialect: migrations.DialectOf(db),
 		cfg:     cfg,
 		log:     log.With("component", "dbqueue"),
 		wake:    make(chan struct{}, 1),
-	}, nil
+	}
+	q.lane, q.laneArgs = laneFilter(cfg.Types, cfg.ExceptTypes)
+	return q, nil
+}
+
+// laneFilter is the condition on a job's type that Types and ExceptTypes make: " AND type IN
+// (...) AND type NOT IN (...)", or "" for no filter.
+func laneFilter(types, except []string) (string, []any) {
+	var sql strings.Builder
+	var args []any
+	for _, f := range []struct {
+		op    string
+		types []string
+	}{{"IN", types}, {"NOT IN", except}} {
+		if len(f.types) == 0 {
+			continue
+		}
+		sql.WriteString(" AND type " + f.op + " (" + strings.TrimSuffix(strings.Repeat("?,", len(f.types)), ",") + ")")
+		for _, t := range f.types {
+			args = append(args, t)
+		}
+	}
+	return sql.String(), args
 }
 
 func (c *Config) withDefaults() error {
@@ -105,6 +137,8 @@ func (c *Config) withDefaults() error {
 		return fmt.Errorf("%w: RetryBase %v must not be negative", ErrConfig, c.RetryBase)
 	case c.Retention < 0:
 		return fmt.Errorf("%w: Retention %v must not be negative", ErrConfig, c.Retention)
+	case len(c.Types) > 0 && len(c.ExceptTypes) > 0:
+		return fmt.Errorf("%w: set Types or ExceptTypes, not both", ErrConfig)
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency

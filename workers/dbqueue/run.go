@@ -143,7 +143,8 @@ func (r *run) claim(workerID string) (*job, error) {
 		// with a read, which under WAL blocks no one, so that idle polling does not contend.
 		var due int64
 		err := r.q.db.WithContext(ctx).Raw(`SELECT COUNT(*) FROM (SELECT 1 FROM jobs
-			WHERE (state = 'queued' AND run_at <= ?) OR (state = 'running' AND lease_until < ?) LIMIT 1) AS due`, now, now).Scan(&due).Error
+			WHERE ((state = 'queued' AND run_at <= ?) OR (state = 'running' AND lease_until < ?))`+r.q.lane+` LIMIT 1) AS due`,
+			append([]any{now, now}, r.q.laneArgs...)...).Scan(&due).Error
 		if err != nil || due == 0 {
 			return nil, err
 		}
@@ -153,10 +154,10 @@ func (r *run) claim(workerID string) (*job, error) {
 		`UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = ?, worker_id = ?, updated_at = ?,
 		        last_error = CASE WHEN state = 'running' THEN ? ELSE last_error END
 		 WHERE id = (SELECT id FROM jobs
-		             WHERE (state = 'queued' AND run_at <= ?) OR (state = 'running' AND lease_until < ?)
+		             WHERE ((state = 'queued' AND run_at <= ?) OR (state = 'running' AND lease_until < ?))`+r.q.lane+`
 		             ORDER BY run_at, created_at LIMIT 1`+lock+`)
 		 RETURNING id, type, payload, unique_key, attempts, max_retry, timeout_ms, last_error`,
-		now.Add(r.q.cfg.Lease), workerID, now, lostMessage, now, now).Scan(&rows).Error
+		append([]any{now.Add(r.q.cfg.Lease), workerID, now, lostMessage, now, now}, r.q.laneArgs...)...).Scan(&rows).Error
 	if err != nil {
 		return nil, err
 	}
