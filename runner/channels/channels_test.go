@@ -1,0 +1,81 @@
+package channels_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/runner/channels"
+)
+
+func TestVerifyErrorMatchesUnauthorized(t *testing.T) {
+	err := channels.Unauthorized("X-Slack-Signature", channels.ReasonBadSignature)
+	if !errors.Is(err, channels.ErrUnauthorized) {
+		t.Fatalf("%v does not match ErrUnauthorized", err)
+	}
+	ve, ok := errors.AsType[*channels.VerifyError](err)
+	if !ok || ve.Header != "X-Slack-Signature" || ve.Reason != channels.ReasonBadSignature {
+		t.Errorf("VerifyError = %+v", ve)
+	}
+	if !strings.Contains(err.Error(), "X-Slack-Signature") || !strings.Contains(err.Error(), "bad signature") {
+		t.Errorf("Error() = %q, want the header and the reason", err)
+	}
+}
+
+func TestCheckSkew(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	for _, tt := range []struct {
+		skew time.Duration
+		ok   bool
+	}{{0, true}, {5 * time.Minute, true}, {-5 * time.Minute, true}, {5*time.Minute + time.Second, false}, {-6 * time.Minute, false}} {
+		err := channels.CheckSkew("X-Svc-Timestamp", now.Add(tt.skew), now)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckSkew(%s) = %v, want ok %v", tt.skew, err, tt.ok)
+		}
+	}
+}
+
+func TestPartCheck(t *testing.T) {
+	opts := func(n int) []channels.Option {
+		out := make([]channels.Option, n)
+		for i := range out {
+			out[i] = channels.Option{Value: "v", Label: "l"}
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		part channels.Part
+		ok   bool
+	}{
+		{"text", channels.TextPart("hi"), true},
+		{"approval", channels.ApprovalPart("apr_1", "Refund?"), true},
+		{"approval without id", channels.ApprovalPart("", "Refund?"), false},
+		{"choice", channels.ChoicePart("ask_1", "Plan?", opts(3), false), true},
+		{"choice without options", channels.ChoicePart("ask_1", "Plan?", nil, false), false},
+		{"choice with too many options", channels.ChoicePart("ask_1", "Plan?", opts(channels.MaxOptions+1), false), false},
+		{"choice with a blank option", channels.ChoicePart("ask_1", "Plan?", []channels.Option{{}}, false), false},
+		{"unknown kind", channels.Part{Kind: "video"}, false},
+	}
+	for _, tt := range tests {
+		if err := tt.part.Check(); (err == nil) != tt.ok {
+			t.Errorf("%s: Check = %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	approve := &channels.Action{Callback: channels.Callback{Kind: channels.ActionApproval, Approved: true}}
+	deny := &channels.Action{Callback: channels.Callback{Kind: channels.ActionApproval}}
+	choose := &channels.Action{Callback: channels.Callback{Kind: channels.ActionChoice, Option: 1}, Label: "Pro"}
+	unlabeled := &channels.Action{Callback: channels.Callback{Kind: channels.ActionChoice, Option: 1}}
+	for _, tt := range []struct {
+		a    *channels.Action
+		want string
+	}{{approve, "✅ Approved by Ann"}, {deny, "❌ Denied by Ann"}, {choose, "☑️ Ann chose Pro"}, {unlabeled, "☑️ Ann chose option 2"}} {
+		if got := tt.a.Verdict("Ann"); got != tt.want {
+			t.Errorf("Verdict = %q, want %q", got, tt.want)
+		}
+	}
+}
