@@ -1,6 +1,7 @@
 package channels
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,13 +37,16 @@ type Request struct {
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
-// NewRequest marshals body into a Request for method.
+// NewRequest marshals body into a Request for method, leaving <, > and & as they are (the
+// platforms read JSON, not HTML).
 func NewRequest(method string, body any) (Request, error) {
-	data, err := json.Marshal(body)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body); err != nil {
 		return Request{}, fmt.Errorf("encode %s: %w", method, err)
 	}
-	return Request{Method: method, Body: data}, nil
+	return Request{Method: method, Body: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}, nil
 }
 
 // SendResult is a platform's answer to a call that succeeded.
