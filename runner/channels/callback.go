@@ -22,10 +22,10 @@ var ErrCallbackData = errors.New("channels: bad callback data")
 // the answer (approve or deny; the index of the option chosen, so that the data stays short
 // whatever the option's value: the caller maps it back through the question's options).
 type Callback struct {
-	Kind     ActionKind
-	ID       string
-	Approved bool
-	Option   int
+	Kind     ActionKind `json:"kind"`
+	ID       string     `json:"id"`
+	Approved bool       `json:"approved,omitempty"`
+	Option   int        `json:"option,omitempty"`
 }
 
 // Encode returns the callback data of c: "a:<id>:y", "a:<id>:n" or "q:<id>:<option>", at most

@@ -109,31 +109,31 @@ type User struct {
 
 // Message is one inbound message that may start or continue a turn.
 type Message struct {
-	Channel Channel
+	Channel Channel `json:"channel"`
 	// DeliveryID is the dedupe key, kept for 24 h: Slack's event_id, Telegram's
 	// "update:<update_id>", the webhook body's id.
-	DeliveryID string
+	DeliveryID string `json:"delivery_id"`
 	// ConversationKey names the session, stable across the messages of one thread:
 	// "slack:<team>:<channel>:<thread_ts>" (the message's own ts when it starts a thread),
 	// "telegram:<chat>:<message_thread_id>" (0 outside forum topics), "webhook:<conversation>".
-	ConversationKey string
+	ConversationKey string `json:"conversation_key"`
 	// ScopeID is the session's scope_id: "slack:<team>:<channel>", "telegram:<chat>"; empty for
 	// the webhook (the agent-level scope: the shared secret is the credential).
-	ScopeID string
-	User    User
-	Text    string
+	ScopeID string `json:"scope_id,omitempty"`
+	User    User   `json:"user"`
+	Text    string `json:"text"`
 	// Addressed is true when the message is meant for the agent: a direct message, a mention, a
 	// private chat, a webhook. A message that is not addressed (a reply in a channel thread without
 	// a mention) continues a conversation whose session exists and is otherwise ignored.
-	Addressed bool
+	Addressed bool `json:"addressed"`
 	// Reply is where the answer goes: the same thread.
-	Reply Reply
+	Reply Reply `json:"reply"`
 }
 
 // Reply is where an answer goes, opaque to the caller: store it with the outbox entry and hand it
 // back to Render. Each platform reads its own fields.
 type Reply struct {
-	Channel Channel `json:"type"`
+	Channel Channel `json:"channel"`
 	// Slack: the channel, the thread's ts, and the user (for ephemeral notices).
 	SlackChannel string `json:"slack_channel,omitempty"`
 	ThreadTS     string `json:"thread_ts,omitempty"`
@@ -160,20 +160,20 @@ const (
 // (ask_choice). The caller answers it once (the approvals store's 409 says it was answered
 // already) and renders the acknowledgement with the platform's RenderAck.
 type Action struct {
-	Channel Channel
+	Channel Channel `json:"channel"`
 	// DeliveryID is the dedupe key: Telegram's "update:<update_id>", Slack's
 	// "action:<trigger_id>", the webhook body's id.
-	DeliveryID      string
-	ConversationKey string
-	ScopeID         string
+	DeliveryID      string `json:"delivery_id"`
+	ConversationKey string `json:"conversation_key"`
+	ScopeID         string `json:"scope_id,omitempty"`
 	Callback
 	// Label is the text of the button pressed, for the acknowledgement.
-	Label string
-	User  User
+	Label string `json:"label,omitempty"`
+	User  User   `json:"user"`
 	// Reply is the thread the prompt is in.
-	Reply Reply
+	Reply Reply `json:"reply"`
 	// Ack is what the acknowledgement needs: the prompt's message and the platform's callback id.
-	Ack Ack
+	Ack Ack `json:"ack"`
 }
 
 // Ack names the prompt a button press answered, for RenderAck.

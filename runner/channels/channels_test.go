@@ -1,10 +1,14 @@
 package channels_test
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"svc/runner/channels"
 )
@@ -76,6 +80,27 @@ func TestVerdict(t *testing.T) {
 	}{{approve, "✅ Approved by Ann"}, {deny, "❌ Denied by Ann"}, {choose, "☑️ Ann chose Pro"}, {unlabeled, "☑️ Ann chose option 2"}} {
 		if got := tt.a.Verdict("Ann"); got != tt.want {
 			t.Errorf("Verdict = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+// TestEventsRoundTripJSON: a Message and an Action survive JSON, as they do in a queued task.
+func TestEventsRoundTripJSON(t *testing.T) {
+	m := &channels.Message{Channel: channels.Slack, DeliveryID: "Ev1", ConversationKey: "slack:T:C:1.2", ScopeID: "slack:T:C",
+		User: channels.User{ID: "U1"}, Text: "hi", Addressed: true, Reply: channels.Reply{Channel: channels.Slack, SlackChannel: "C", ThreadTS: "1.2"}}
+	a := &channels.Action{Channel: channels.Telegram, DeliveryID: "update:1", Callback: channels.Callback{Kind: channels.ActionChoice, ID: "ask_1", Option: 2},
+		Label: "Pro", Reply: channels.Reply{Channel: channels.Telegram, ChatID: -100, ThreadID: 4}, Ack: channels.Ack{CallbackID: "cb", MessageID: "9"}}
+	for _, v := range []any{m, a} {
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		if err := json.Unmarshal(data, back); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(v, back); diff != "" {
+			t.Errorf("%s round trip (-want +got):\n%s", data, diff)
 		}
 	}
 }
