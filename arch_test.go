@@ -46,6 +46,7 @@ var dependsOn = map[string][]string{
 	"runner/sandbox":        {},
 	"runner/approvals":      {},
 	"runner/attachments":    {},
+	"runner/channels":       {},
 	"runner/durable":        {},
 	"runner/durable/engine": {"runner/durable", "runner/handlers", "runner/models", "runner/sse", "runner/tools"},
 	"runner/access":         {},
