@@ -260,16 +260,7 @@ func (a *automationRoutes) create(w http.ResponseWriter, r *http.Request, who ac
 		return err
 	}
 	// every counts from the record's creation time as stored.
-	if saved, err = a.schedule(r.Context(), saved, rec, now); err != nil {
-		return err
-	}
-	v, err := viewOf(saved)
-	if err != nil {
-		return err
-	}
-	v.Secret = secret
-	writeJSON(w, http.StatusCreated, v)
-	return nil
+	return a.answerScheduled(w, r, saved, rec, now, http.StatusCreated, secret)
 }
 
 // saverOf is who as the saver of an automation in owner scope.
@@ -301,6 +292,22 @@ func (a *automationRoutes) schedule(ctx context.Context, saved registry.Automati
 		return saved, nil
 	}
 	return a.host.Store.Update(ctx, a.agentID, saved.ID, registry.AutomationUpdate{SetNextFire: true, NextFireAt: next})
+}
+
+// answerScheduled sets the next fire time of saved (schedule) and answers it with status, and
+// with secret when not empty (an event trigger's, once).
+func (a *automationRoutes) answerScheduled(w http.ResponseWriter, r *http.Request, saved registry.Automation, rec *automations.Automation, now time.Time, status int, secret string) error {
+	saved, err := a.schedule(r.Context(), saved, rec, now)
+	if err != nil {
+		return err
+	}
+	v, err := viewOf(saved)
+	if err != nil {
+		return err
+	}
+	v.Secret = secret
+	writeJSON(w, status, v)
+	return nil
 }
 
 // get serves GET /api/automations/{id}.
@@ -373,15 +380,7 @@ func (a *automationRoutes) patch(w http.ResponseWriter, r *http.Request, who acc
 		return err
 	}
 	// A schedule counts from now on: fires missed while paused are not caught up.
-	if saved, err = a.schedule(r.Context(), saved, rec, now); err != nil {
-		return err
-	}
-	v, err := viewOf(saved)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, v)
-	return nil
+	return a.answerScheduled(w, r, saved, rec, now, http.StatusOK, "")
 }
 
 func specHasEvent(spec json.RawMessage) bool {
