@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"svc/automations"
 	"svc/registry"
 	"svc/runner/runtime"
@@ -415,5 +418,44 @@ func TestAutomationsNeedThePlatform(t *testing.T) {
 	}
 	if r := e.do("POST", "/api/automations/au_1/events", "", `{}`); r.Status != 404 {
 		t.Errorf("events under svc dev: %d", r.Status)
+	}
+}
+
+// A run is a trace of its own: its root span carries svc.automation.id, and the turn is a child.
+func TestRunAutomationTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(t.Context())
+	e := start(t, runtime.Options{Agent: loadAgent(t, "hello"), Tracer: tp.Tracer("svc/runner")})
+	spec, err := automations.Decode([]byte(`{"name":"traced","trigger":{"every":"5m"},"action":{"message":"hi"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.rt.RunAutomation(t.Context(), runtime.AutomationRun{AutomationID: "au_9", Name: "traced", Spec: spec, Trigger: runtime.TriggerSchedule}); err != nil {
+		t.Fatal(err)
+	}
+	var root, turn sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "svc.automation.run":
+			root = s
+		case "chat turn":
+			turn = s
+		}
+	}
+	if root == nil || turn == nil {
+		t.Fatalf("spans: root %v, turn %v", root, turn)
+	}
+	if root.Parent().IsValid() || turn.Parent().SpanID() != root.SpanContext().SpanID() {
+		t.Errorf("the run's span is not the root of its turn's")
+	}
+	found := false
+	for _, kv := range root.Attributes() {
+		if string(kv.Key) == "svc.automation.id" && kv.Value.AsString() == "au_9" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("root attributes %v lack svc.automation.id", root.Attributes())
 	}
 }
