@@ -93,8 +93,9 @@ var beyondDesign = map[string]map[string]string{
 		"migrations": "some SQL differs by dialect (migrations.DialectOf)",
 	},
 	"workers": {
-		"faults":     "the fault points of the fault harness (SVC_FAULT, testing only)",
-		"migrations": "dbqueue's claim differs by dialect",
+		"automations": "the scheduler reads the automation record and its schedule (automations.Decode, Due, Decide)",
+		"faults":      "the fault points of the fault harness (SVC_FAULT, testing only)",
+		"migrations":  "dbqueue's claim differs by dialect",
 	},
 	"runner": {
 		"errcode":       "the router writes the one error catalog",

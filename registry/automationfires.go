@@ -6,11 +6,24 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
-// ErrFireNotFound means an automation has no fire at that fire time.
-var ErrFireNotFound = errors.New("registry: automation fire not found")
+// Errors of the fire methods, for callers to branch on.
+var (
+	// ErrFireNotFound means an automation has no fire at that fire time.
+	ErrFireNotFound = errors.New("registry: automation fire not found")
+	// ErrFireNotQueued means StartFire found the fire started or ended already.
+	ErrFireNotQueued = errors.New("registry: automation fire is not queued")
+	// ErrFireBusy means StartFire, asked to start a fire alone, found another fire of the
+	// automation running.
+	ErrFireBusy = errors.New("registry: another fire of the automation is running")
+)
+
+// fireKey is a fire time as the fire's key: in UTC, to the microsecond (what Postgres keeps), so
+// that a time handed back from a task payload finds its row on either dialect.
+func fireKey(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // CursorAutomationFires is the list of one automation's fires, newest fire time first. Its
 // cursors carry the automation's id where other lists carry an agent's.
@@ -96,10 +109,7 @@ func (s *Automations) ListFires(ctx context.Context, automationID string, q Fire
 	if err := tx.Order("fire_time DESC").Limit(n + 1).Find(&rows).Error; err != nil {
 		return nil, Cursor{}, fmt.Errorf("list fires: %w", err)
 	}
-	out := make([]AutomationFire, 0, len(rows))
-	for i := range rows {
-		out = append(out, rows[i].fire())
-	}
+	out := firesOf(rows)
 	// The fire time is unique within an automation: it is the whole position.
 	out, next := nextCursor(out, CursorAutomationFires, automationID, q.Limit, func(f *AutomationFire) (time.Time, string) {
 		return f.FireTime, f.AutomationID
@@ -110,7 +120,7 @@ func (s *Automations) ListFires(ctx context.Context, automationID string, q Fire
 // GetFire returns the fire of automationID at fireTime, or ErrFireNotFound.
 func (s *Automations) GetFire(ctx context.Context, automationID string, fireTime time.Time) (AutomationFire, error) {
 	var rows []automationFireRow
-	err := s.db.WithContext(ctx).Where("automation_id = ? AND fire_time = ?", automationID, fireTime.UTC()).Limit(1).Find(&rows).Error
+	err := s.db.WithContext(ctx).Where("automation_id = ? AND fire_time = ?", automationID, fireKey(fireTime)).Limit(1).Find(&rows).Error
 	if err != nil {
 		return AutomationFire{}, fmt.Errorf("get fire: %w", err)
 	}
@@ -134,7 +144,7 @@ func (s *Automations) UpdateFire(ctx context.Context, automationID string, fireT
 	if u.EndedAt != nil {
 		set["ended_at"] = u.EndedAt.UTC()
 	}
-	tx := s.db.WithContext(ctx).Model(&automationFireRow{}).Where("automation_id = ? AND fire_time = ?", automationID, fireTime.UTC())
+	tx := s.db.WithContext(ctx).Model(&automationFireRow{}).Where("automation_id = ? AND fire_time = ?", automationID, fireKey(fireTime))
 	if len(set) == 0 {
 		var n int64
 		if err := tx.Count(&n).Error; err != nil {
@@ -153,6 +163,121 @@ func (s *Automations) UpdateFire(ctx context.Context, automationID string, fireT
 		return ErrFireNotFound
 	}
 	return nil
+}
+
+// RecordFire records a queued fire of automationID at fireTime (kept to the microsecond), fired
+// now, without touching the automation's schedule: the fire of a run-now, an event or a store
+// change. It returns false with no error, changing nothing, when that fire exists already (of any
+// number of callers with one (automation, fire time) exactly one gets true). An automation that
+// does not exist is ErrAutomationNotFound.
+func (s *Automations) RecordFire(ctx context.Context, automationID string, fireTime time.Time) (bool, error) {
+	fire := automationFireRow{AutomationID: automationID, FireTime: fireKey(fireTime), Status: FireQueued, FiredAt: s.now().UTC()}
+	recorded := false
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var n int64
+		if err := tx.Model(&automationRow{}).Where("id = ?", automationID).Count(&n).Error; err != nil {
+			return err
+		}
+		if n == 0 {
+			return ErrAutomationNotFound
+		}
+		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&fire)
+		recorded = res.RowsAffected == 1
+		return res.Error
+	})
+	switch {
+	case errors.Is(err, ErrAutomationNotFound):
+		return false, err
+	case err != nil:
+		return false, fmt.Errorf("record fire of automation %s at %s: %w", automationID, fire.FireTime.Format(time.RFC3339Nano), err)
+	}
+	return recorded, nil
+}
+
+// StaleQueuedFires returns up to limit (1..500; 0 means 100) fires still queued that were fired
+// before olderThan, oldest first, leaving out those of an automation with a fire running (they
+// wait their turn under overlap queue, or will be skipped): the fires whose task may have been
+// lost between ClaimFire (or RecordFire) and its enqueue, for the scheduler to enqueue again.
+func (s *Automations) StaleQueuedFires(ctx context.Context, olderThan time.Time, limit int) ([]AutomationFire, error) {
+	var rows []automationFireRow
+	err := s.db.WithContext(ctx).Where("status = ? AND fired_at < ?", FireQueued, olderThan.UTC()).
+		Where("NOT EXISTS (SELECT 1 FROM automation_fires r WHERE r.automation_id = automation_fires.automation_id AND r.status = ?)", FireRunning).
+		Order("fired_at, automation_id, fire_time").Limit(pageLimit(limit)).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("stale queued fires: %w", err)
+	}
+	return firesOf(rows), nil
+}
+
+// RunningFires returns the fires of automationID that are running, oldest fire time first.
+func (s *Automations) RunningFires(ctx context.Context, automationID string) ([]AutomationFire, error) {
+	var rows []automationFireRow
+	err := s.db.WithContext(ctx).Where("automation_id = ? AND status = ?", automationID, FireRunning).Order("fire_time").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("running fires of automation %s: %w", automationID, err)
+	}
+	return firesOf(rows), nil
+}
+
+func firesOf(rows []automationFireRow) []AutomationFire {
+	out := make([]AutomationFire, 0, len(rows))
+	for i := range rows {
+		out = append(out, rows[i].fire())
+	}
+	return out
+}
+
+// StartFire moves the fire of automationID at fireTime from queued to running, started at
+// startedAt. It is the one step that lets a fire run, so that a fire delivered twice (its task
+// retried, or enqueued again as stale) runs once: of any number of callers exactly one gets nil.
+// With alone (overlap skip and queue), it starts the fire only when no other fire of the
+// automation is running, deciding under a lock of the automation's row, so two fires racing to
+// start alone do not both start; otherwise it returns ErrFireBusy and changes nothing. A fire
+// that is not queued is ErrFireNotQueued; a missing one ErrFireNotFound.
+func (s *Automations) StartFire(ctx context.Context, automationID string, fireTime, startedAt time.Time, alone bool) error {
+	key := fireKey(fireTime)
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if alone {
+			// The automation's row first, as ClaimFire does: a racing start waits here.
+			res := tx.Model(&automationRow{}).Where("id = ?", automationID).Update("updated_at", gorm.Expr("updated_at"))
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return ErrFireNotFound
+			}
+			var n int64
+			err := tx.Model(&automationFireRow{}).Where("automation_id = ? AND status = ? AND fire_time <> ?", automationID, FireRunning, key).
+				Count(&n).Error
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				return ErrFireBusy
+			}
+		}
+		res := tx.Model(&automationFireRow{}).Where("automation_id = ? AND fire_time = ? AND status = ?", automationID, key, FireQueued).
+			Updates(map[string]any{"status": FireRunning, "started_at": startedAt.UTC()})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 1 {
+			return nil
+		}
+		var n int64
+		if err := tx.Model(&automationFireRow{}).Where("automation_id = ? AND fire_time = ?", automationID, key).Count(&n).Error; err != nil {
+			return err
+		}
+		if n == 0 {
+			return ErrFireNotFound
+		}
+		return ErrFireNotQueued
+	})
+	switch {
+	case err == nil, errors.Is(err, ErrFireBusy), errors.Is(err, ErrFireNotQueued), errors.Is(err, ErrFireNotFound):
+		return err
+	}
+	return fmt.Errorf("start fire of automation %s at %s: %w", automationID, key.Format(time.RFC3339Nano), err)
 }
 
 // automationEventRow is a row of automation_events: an event id an automation accepted.

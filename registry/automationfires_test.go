@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,6 +107,148 @@ func TestAutomationsSeenEvent(t *testing.T) {
 		}
 		if dup, err := s.SeenEvent(ctx, a.ID, "ev1"); dup || err != nil {
 			t.Errorf("SeenEvent after PruneEvents = %v, %v; want false", dup, err)
+		}
+	})
+}
+
+func TestAutomationsRecordFire(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		ag := mustCreateAgent(t, db, "desk")
+		s := registry.NewAutomations(db)
+		next := time.Date(2026, 11, 26, 13, 0, 0, 0, time.UTC)
+		a := mustCreateAutomation(t, s, ag.ID, "", "hook", &next)
+		// A run-now at a time with nanoseconds: kept to the microsecond, found by the same time.
+		at := time.Date(2026, 11, 26, 12, 0, 0, 123456789, time.UTC)
+		if ok, err := s.RecordFire(ctx, a.ID, at); !ok || err != nil {
+			t.Fatalf("RecordFire = %v, %v; want true", ok, err)
+		}
+		if ok, err := s.RecordFire(ctx, a.ID, at.Truncate(time.Microsecond)); ok || err != nil {
+			t.Errorf("RecordFire of the same fire = %v, %v; want false, nil", ok, err)
+		}
+		f, err := s.GetFire(ctx, a.ID, at)
+		if err != nil || f.Status != registry.FireQueued || !f.FireTime.Equal(at.Truncate(time.Microsecond)) {
+			t.Errorf("GetFire = %+v, %v; want the queued fire", f, err)
+		}
+		got, err := s.ByID(ctx, a.ID)
+		if err != nil || got.NextFireAt == nil || !got.NextFireAt.Equal(next) || got.LastFireAt != nil {
+			t.Errorf("after RecordFire: next %v, last %v, %v; want the schedule untouched", got.NextFireAt, got.LastFireAt, err)
+		}
+		if _, err := s.RecordFire(ctx, "au-missing", at); !errors.Is(err, registry.ErrAutomationNotFound) {
+			t.Errorf("RecordFire of a missing automation: %v, want ErrAutomationNotFound", err)
+		}
+	})
+}
+
+func TestAutomationsStartFire(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		ag := mustCreateAgent(t, db, "desk")
+		s := registry.NewAutomations(db)
+		base := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		a := mustCreateAutomation(t, s, ag.ID, "", "every", nil)
+		ticks := []time.Time{base, base.Add(time.Minute), base.Add(2 * time.Minute)}
+		for _, tick := range ticks {
+			if ok, err := s.RecordFire(ctx, a.ID, tick); !ok || err != nil {
+				t.Fatalf("RecordFire = %v, %v", ok, err)
+			}
+		}
+		started := base.Add(time.Second)
+		if err := s.StartFire(ctx, a.ID, ticks[0], started, true); err != nil {
+			t.Fatalf("StartFire alone with nothing running: %v", err)
+		}
+		if err := s.StartFire(ctx, a.ID, ticks[0], started, true); !errors.Is(err, registry.ErrFireNotQueued) {
+			t.Errorf("StartFire of a running fire: %v, want ErrFireNotQueued", err)
+		}
+		if err := s.StartFire(ctx, a.ID, ticks[1], started, true); !errors.Is(err, registry.ErrFireBusy) {
+			t.Errorf("StartFire alone while another runs: %v, want ErrFireBusy", err)
+		}
+		if f, err := s.GetFire(ctx, a.ID, ticks[1]); err != nil || f.Status != registry.FireQueued {
+			t.Errorf("the busy fire = %+v, %v; want it still queued", f, err)
+		}
+		if err := s.StartFire(ctx, a.ID, ticks[1], started, false); err != nil {
+			t.Errorf("StartFire alongside: %v", err)
+		}
+		if err := s.StartFire(ctx, a.ID, base.Add(time.Hour), started, false); !errors.Is(err, registry.ErrFireNotFound) {
+			t.Errorf("StartFire of a missing fire: %v, want ErrFireNotFound", err)
+		}
+		running, err := s.RunningFires(ctx, a.ID)
+		if err != nil || len(running) != 2 || !running[0].FireTime.Equal(ticks[0]) || !running[1].FireTime.Equal(ticks[1]) ||
+			running[0].StartedAt == nil || !running[0].StartedAt.Equal(started) {
+			t.Errorf("RunningFires = %+v, %v; want the first two, started", running, err)
+		}
+
+		// 8 fires racing to start alone: exactly one starts.
+		for _, tick := range ticks[:2] {
+			if err := s.UpdateFire(ctx, a.ID, tick, registry.FireUpdate{Status: registry.FireDone}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var race []time.Time
+		for i := range 8 {
+			race = append(race, base.Add(time.Hour+time.Duration(i)*time.Minute))
+			if ok, err := s.RecordFire(ctx, a.ID, race[i]); !ok || err != nil {
+				t.Fatalf("RecordFire = %v, %v", ok, err)
+			}
+		}
+		errs := make(chan error, len(race))
+		var wg sync.WaitGroup
+		for _, tick := range race {
+			wg.Go(func() { errs <- s.StartFire(ctx, a.ID, tick, started, true) })
+		}
+		wg.Wait()
+		close(errs)
+		won := 0
+		for err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, registry.ErrFireBusy):
+				t.Errorf("racing StartFire: %v", err)
+			}
+		}
+		if won != 1 {
+			t.Errorf("%d of 8 fires racing to start alone started, want exactly 1", won)
+		}
+	})
+}
+
+func TestAutomationsStaleQueuedFires(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		ag := mustCreateAgent(t, db, "desk")
+		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		s := registry.NewAutomations(db).WithClock(func() time.Time { return now })
+		a := mustCreateAutomation(t, s, ag.ID, "", "a", nil)
+		busy := mustCreateAutomation(t, s, ag.ID, "", "busy", nil)
+		fire := func(id string, tick time.Time) {
+			t.Helper()
+			if ok, err := s.RecordFire(ctx, id, tick); !ok || err != nil {
+				t.Fatalf("RecordFire = %v, %v", ok, err)
+			}
+		}
+		fire(a.ID, now)                     // fired at 12:00, queued
+		fire(busy.ID, now)                  // fired at 12:00, running
+		fire(busy.ID, now.Add(time.Minute)) // fired at 12:00, waits behind the running one
+		if err := s.StartFire(ctx, busy.ID, now, now, true); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+		fire(a.ID, now) // fired at 12:01
+
+		stale, err := s.StaleQueuedFires(ctx, now, 0)
+		if err != nil || len(stale) != 1 || stale[0].AutomationID != a.ID || !stale[0].FireTime.Equal(now.Add(-time.Minute)) {
+			t.Errorf("StaleQueuedFires(12:01) = %+v, %v; want a's fire of 12:00 only (not busy's, waiting its turn)", stale, err)
+		}
+		if err := s.UpdateFire(ctx, busy.ID, now.Add(-time.Minute), registry.FireUpdate{Status: registry.FireDone}); err != nil {
+			t.Fatal(err)
+		}
+		stale, err = s.StaleQueuedFires(ctx, now.Add(time.Second), 0)
+		if err != nil || len(stale) != 3 {
+			t.Errorf("StaleQueuedFires(12:01:01) = %+v, %v; want the 3 queued fires", stale, err)
+		}
+		if stale, err = s.StaleQueuedFires(ctx, now.Add(time.Second), 1); err != nil || len(stale) != 1 {
+			t.Errorf("StaleQueuedFires(limit 1) = %d fires, %v", len(stale), err)
 		}
 	})
 }

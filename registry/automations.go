@@ -174,6 +174,13 @@ func (s *Automations) Create(ctx context.Context, a Automation) (Automation, err
 	return row.automation()
 }
 
+// WithClock returns a copy of s that reads the time from now: the fired and started times of
+// fires, and the update times of automations. The scheduler and the handler of fires on a fake
+// clock (tests) give it theirs, so that a fire's age is measured on one clock.
+func (s *Automations) WithClock(now func() time.Time) *Automations {
+	return &Automations{db: s.db, now: now}
+}
+
 // Get returns the automation id of agentID, or ErrAutomationNotFound.
 func (s *Automations) Get(ctx context.Context, agentID, id string) (Automation, error) {
 	return s.get(s.db.WithContext(ctx).Where("id = ? AND agent_id = ?", id, agentID))
@@ -286,13 +293,42 @@ func (s *Automations) Disable(ctx context.Context, id, reason string) error {
 // or before now, the oldest next fire first (then by id): the scheduler's scan, served by the
 // (enabled, next_fire_at) index. Being due is no claim: each fire is claimed with ClaimFire.
 func (s *Automations) Due(ctx context.Context, now time.Time, limit int) ([]Automation, error) {
+	return s.DueAfter(ctx, now, nil, limit)
+}
+
+// DueAfter is Due from after on: the page of the automations that come after after (the last of
+// the previous page) in Due's order; nil after is Due. A scan that pages this way reaches every
+// due automation once even when some of them stay due (a fire it could not claim).
+func (s *Automations) DueAfter(ctx context.Context, now time.Time, after *Automation, limit int) ([]Automation, error) {
+	tx := s.db.WithContext(ctx).Where("enabled = ? AND next_fire_at IS NOT NULL AND next_fire_at <= ?", true, now.UTC())
+	if after != nil && after.NextFireAt != nil {
+		at := after.NextFireAt.UTC()
+		tx = tx.Where("next_fire_at > ? OR (next_fire_at = ? AND id > ?)", at, at, after.ID)
+	}
 	var rows []automationRow
-	err := s.db.WithContext(ctx).Where("enabled = ? AND next_fire_at IS NOT NULL AND next_fire_at <= ?", true, now.UTC()).
-		Order("next_fire_at, id").Limit(pageLimit(limit)).Find(&rows).Error
-	if err != nil {
+	if err := tx.Order("next_fire_at, id").Limit(pageLimit(limit)).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("due automations: %w", err)
 	}
 	return automationsOf(rows)
+}
+
+// AdvanceNext moves the next fire time of the automation id from from to to (nil: none due),
+// only if it is still from: a compare-and-set for the scan that fires nothing (the fire times it
+// passed were all missed, or its schedule ended). It returns false with no error, changing
+// nothing, when the next fire time is no longer from (another scheduler moved it first, or the
+// automation was deleted).
+func (s *Automations) AdvanceNext(ctx context.Context, id string, from, to *time.Time) (bool, error) {
+	tx := s.db.WithContext(ctx).Model(&automationRow{}).Where("id = ?", id)
+	if from == nil {
+		tx = tx.Where("next_fire_at IS NULL")
+	} else {
+		tx = tx.Where("next_fire_at = ?", from.UTC())
+	}
+	res := tx.Updates(map[string]any{"next_fire_at": utcPtr(to), "updated_at": s.now().UTC()})
+	if res.Error != nil {
+		return false, fmt.Errorf("advance next fire of automation %s: %w", id, res.Error)
+	}
+	return res.RowsAffected == 1, nil
 }
 
 // ClaimFire claims the fire of automationID at fireTime: in one transaction it records the fire
@@ -303,7 +339,8 @@ func (s *Automations) Due(ctx context.Context, now time.Time, limit int) ([]Auto
 // gets true. An automation that does not exist is ErrAutomationNotFound.
 func (s *Automations) ClaimFire(ctx context.Context, automationID string, fireTime time.Time, nextFire *time.Time) (bool, error) {
 	now := s.now().UTC()
-	fire := automationFireRow{AutomationID: automationID, FireTime: fireTime.UTC(), Status: FireQueued, FiredAt: now}
+	fireTime = fireKey(fireTime)
+	fire := automationFireRow{AutomationID: automationID, FireTime: fireTime, Status: FireQueued, FiredAt: now}
 	claimed := false
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// 1. The automation's row first: on Postgres a racing claim waits here for the winner.

@@ -300,3 +300,92 @@ func TestAutomationsCascade(t *testing.T) {
 		}
 	})
 }
+
+func TestAutomationsDueAfter(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		ag := mustCreateAgent(t, db, "desk")
+		s := registry.NewAutomations(db)
+		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		var want []string
+		for i := range 7 {
+			at := now.Add(-time.Duration(7-i/2) * time.Minute) // pairs share a next fire time
+			want = append(want, mustCreateAutomation(t, s, ag.ID, "", fmt.Sprint("a", i), &at).ID)
+		}
+		// Pages of 3 reach each once, also when nothing moves between pages.
+		var got []string
+		var after *registry.Automation
+		for page := 0; ; page++ {
+			due, err := s.DueAfter(ctx, now, after, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ids(due)...)
+			if len(due) < 3 {
+				break
+			}
+			if page > 3 {
+				t.Fatal("DueAfter never ends")
+			}
+			after = &due[len(due)-1]
+		}
+		due, err := s.Due(ctx, now, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalIDs(got, ids(due)) || len(got) != len(want) {
+			t.Errorf("DueAfter pages = %v, want Due's order %v (of %d)", got, ids(due), len(want))
+		}
+	})
+}
+
+func TestAutomationsAdvanceNext(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		ag := mustCreateAgent(t, db, "desk")
+		s := registry.NewAutomations(db)
+		from := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		to := from.Add(time.Hour)
+		a := mustCreateAutomation(t, s, ag.ID, "", "hourly", &from)
+		if ok, err := s.AdvanceNext(ctx, a.ID, &from, &to); !ok || err != nil {
+			t.Fatalf("AdvanceNext(from, to) = %v, %v; want true", ok, err)
+		}
+		if ok, err := s.AdvanceNext(ctx, a.ID, &from, nil); ok || err != nil {
+			t.Errorf("AdvanceNext from a stale value = %v, %v; want false, nil", ok, err)
+		}
+		if got, err := s.ByID(ctx, a.ID); err != nil || got.NextFireAt == nil || !got.NextFireAt.Equal(to) || got.LastFireAt != nil {
+			t.Errorf("after AdvanceNext: next %v, last %v, %v; want next %v, no last fire", got.NextFireAt, got.LastFireAt, err, to)
+		}
+		if ok, err := s.AdvanceNext(ctx, a.ID, &to, nil); !ok || err != nil {
+			t.Errorf("AdvanceNext(to, nil) = %v, %v; want true", ok, err)
+		}
+		if ok, err := s.AdvanceNext(ctx, a.ID, nil, &from); !ok || err != nil {
+			t.Errorf("AdvanceNext(nil, from) = %v, %v; want true", ok, err)
+		}
+		if ok, err := s.AdvanceNext(ctx, "au-missing", &from, nil); ok || err != nil {
+			t.Errorf("AdvanceNext of a missing automation = %v, %v; want false, nil", ok, err)
+		}
+
+		// 8 scans racing to move one next fire time: exactly one wins.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for range 8 {
+			wg.Go(func() {
+				ok, err := s.AdvanceNext(ctx, a.ID, &from, &to)
+				if err != nil {
+					t.Errorf("racing AdvanceNext: %v", err)
+				}
+				if ok {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Errorf("%d of 8 racing AdvanceNext won, want exactly 1", won)
+		}
+	})
+}

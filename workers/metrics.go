@@ -87,3 +87,58 @@ func (m *BuildMetrics) done(outcome string, steps []builder.Step) {
 		}
 	}
 }
+
+// AutomationMetrics count the fires of automations (CONTRACT §9): runs by outcome, missed fire
+// times and the lag from fire time to run start. A nil *AutomationMetrics records nothing.
+type AutomationMetrics struct {
+	runs   *prometheus.CounterVec
+	misses prometheus.Counter
+	lagSec prometheus.Histogram
+}
+
+// NewAutomationMetrics makes svc_automation_runs_total{outcome}, svc_automation_missed_total and
+// svc_automation_lag_seconds and registers them with reg.
+func NewAutomationMetrics(reg prometheus.Registerer) (*AutomationMetrics, error) {
+	m := &AutomationMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_automation_runs_total",
+			Help: "Fires of automations by outcome: done, failed, skipped (paused, or overlap skip), disabled (the saver was revoked), interrupted (the process running it stopped).",
+		}, []string{"outcome"}),
+		misses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_automation_missed_total",
+			Help: "Fire times of automations not run: older than their catchup window after downtime, or superseded by a later one within it.",
+		}),
+		lagSec: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "svc_automation_lag_seconds",
+			Help:    "Time from an automation's fire time (for run-now, events and store changes: when the fire was recorded) to the start of its run.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600},
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.runs, m.misses, m.lagSec} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// run counts a fire that ended with outcome.
+func (m *AutomationMetrics) run(outcome string) {
+	if m != nil {
+		m.runs.WithLabelValues(outcome).Inc()
+	}
+}
+
+// missed counts n missed fire times.
+func (m *AutomationMetrics) missed(n int) {
+	if m != nil && n > 0 {
+		m.misses.Add(float64(n))
+	}
+}
+
+// lag observes the lag of a run that started d after its fire time.
+func (m *AutomationMetrics) lag(d time.Duration) {
+	if m != nil {
+		m.lagSec.Observe(max(d, 0).Seconds())
+	}
+}
