@@ -5,9 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"time"
-
-	"gorm.io/gorm/clause"
 )
 
 // eventSecretBinding binds a sealed event secret to its automation: a sealed value copied to
@@ -62,15 +59,3 @@ func (s *Automations) Triggered(ctx context.Context, agentID string) ([]Automati
 
 // maxTriggered bounds the automations Triggered reads for one store write.
 const maxTriggered = 1000
-
-// RecordFire records a queued fire of automationID at fireTime without touching its schedule
-// (run now, an event, a store write). It returns false, recording nothing, when that fire
-// exists already.
-func (s *Automations) RecordFire(ctx context.Context, automationID string, fireTime time.Time) (bool, error) {
-	row := automationFireRow{AutomationID: automationID, FireTime: fireTime.UTC(), Status: FireQueued, FiredAt: s.now().UTC()}
-	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
-	if res.Error != nil {
-		return false, fmt.Errorf("record fire of automation %s: %w", automationID, res.Error)
-	}
-	return res.RowsAffected == 1, nil
-}
