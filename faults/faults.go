@@ -8,7 +8,9 @@
 // has read more than half of the bundle, and sent what it read; see Reader. The pack before it
 // is done in memory, so a death while packing leaves no more behind than one at build.upload),
 // build.activate (the build is done, its deployment not yet recorded and activated),
-// chat.stream (a text delta of a streaming turn was sent), promote.copy (a promotion checks and
+// chat.stream (a text delta of a streaming turn was sent), automation.claim (a scheduler claimed
+// an automation's fire, its task not yet enqueued), automation.run (an automation's run has its
+// session, its turn not yet run), promote.copy (a promotion checks and
 // shares the bundle object, before the new deployment is recorded).
 package faults
 

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -54,6 +55,11 @@ type AutomationFire struct {
 	FiredAt      time.Time
 	StartedAt    *time.Time
 	EndedAt      *time.Time
+	// Trigger is what fired it (schedule, run, event, store; "" for a fire stored before it was
+	// kept) and Event the event's body or the written record, kept with the fire so that a fire
+	// whose task was lost runs with them too.
+	Trigger string
+	Event   json.RawMessage
 }
 
 // automationFireRow is a row of automation_fires.
@@ -67,14 +73,21 @@ type automationFireRow struct {
 	FiredAt      time.Time
 	StartedAt    *time.Time
 	EndedAt      *time.Time
+	TriggerKind  string
+	Event        string
 }
 
 // TableName names the table of automationFireRow.
 func (automationFireRow) TableName() string { return "automation_fires" }
 
 func (r *automationFireRow) fire() AutomationFire {
-	return AutomationFire{AutomationID: r.AutomationID, FireTime: r.FireTime.UTC(), SessionID: r.SessionID, Status: r.Status,
-		DoneReason: r.DoneReason, Error: r.Error, FiredAt: r.FiredAt.UTC(), StartedAt: utcPtr(r.StartedAt), EndedAt: utcPtr(r.EndedAt)}
+	f := AutomationFire{AutomationID: r.AutomationID, FireTime: r.FireTime.UTC(), SessionID: r.SessionID, Status: r.Status,
+		DoneReason: r.DoneReason, Error: r.Error, FiredAt: r.FiredAt.UTC(), StartedAt: utcPtr(r.StartedAt), EndedAt: utcPtr(r.EndedAt),
+		Trigger: r.TriggerKind}
+	if r.Event != "" {
+		f.Event = json.RawMessage(r.Event)
+	}
+	return f
 }
 
 // FireQuery selects a page of an automation's fires.
@@ -167,11 +180,11 @@ func (s *Automations) UpdateFire(ctx context.Context, automationID string, fireT
 
 // RecordFire records a queued fire of automationID at fireTime (kept to the microsecond), fired
 // now, without touching the automation's schedule: the fire of a run-now, an event or a store
-// change. It returns false with no error, changing nothing, when that fire exists already (of any
+// change, with its trigger kind and its event (the body, or the record; nil for none). It returns false with no error, changing nothing, when that fire exists already (of any
 // number of callers with one (automation, fire time) exactly one gets true). An automation that
 // does not exist is ErrAutomationNotFound.
-func (s *Automations) RecordFire(ctx context.Context, automationID string, fireTime time.Time) (bool, error) {
-	fire := automationFireRow{AutomationID: automationID, FireTime: fireKey(fireTime), Status: FireQueued, FiredAt: s.now().UTC()}
+func (s *Automations) RecordFire(ctx context.Context, automationID string, fireTime time.Time, trigger string, event json.RawMessage) (bool, error) {
+	fire := automationFireRow{AutomationID: automationID, FireTime: fireKey(fireTime), Status: FireQueued, FiredAt: s.now().UTC(), TriggerKind: trigger, Event: string(event)}
 	recorded := false
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var n int64

@@ -120,10 +120,10 @@ func TestAutomationsRecordFire(t *testing.T) {
 		a := mustCreateAutomation(t, s, ag.ID, "", "hook", &next)
 		// A run-now at a time with nanoseconds: kept to the microsecond, found by the same time.
 		at := time.Date(2026, 11, 26, 12, 0, 0, 123456789, time.UTC)
-		if ok, err := s.RecordFire(ctx, a.ID, at); !ok || err != nil {
+		if ok, err := s.RecordFire(ctx, a.ID, at, "run", nil); !ok || err != nil {
 			t.Fatalf("RecordFire = %v, %v; want true", ok, err)
 		}
-		if ok, err := s.RecordFire(ctx, a.ID, at.Truncate(time.Microsecond)); ok || err != nil {
+		if ok, err := s.RecordFire(ctx, a.ID, at.Truncate(time.Microsecond), "run", nil); ok || err != nil {
 			t.Errorf("RecordFire of the same fire = %v, %v; want false, nil", ok, err)
 		}
 		f, err := s.GetFire(ctx, a.ID, at)
@@ -134,7 +134,7 @@ func TestAutomationsRecordFire(t *testing.T) {
 		if err != nil || got.NextFireAt == nil || !got.NextFireAt.Equal(next) || got.LastFireAt != nil {
 			t.Errorf("after RecordFire: next %v, last %v, %v; want the schedule untouched", got.NextFireAt, got.LastFireAt, err)
 		}
-		if _, err := s.RecordFire(ctx, "au-missing", at); !errors.Is(err, registry.ErrAutomationNotFound) {
+		if _, err := s.RecordFire(ctx, "au-missing", at, "run", nil); !errors.Is(err, registry.ErrAutomationNotFound) {
 			t.Errorf("RecordFire of a missing automation: %v, want ErrAutomationNotFound", err)
 		}
 	})
@@ -149,7 +149,7 @@ func TestAutomationsStartFire(t *testing.T) {
 		a := mustCreateAutomation(t, s, ag.ID, "", "every", nil)
 		ticks := []time.Time{base, base.Add(time.Minute), base.Add(2 * time.Minute)}
 		for _, tick := range ticks {
-			if ok, err := s.RecordFire(ctx, a.ID, tick); !ok || err != nil {
+			if ok, err := s.RecordFire(ctx, a.ID, tick, "run", nil); !ok || err != nil {
 				t.Fatalf("RecordFire = %v, %v", ok, err)
 			}
 		}
@@ -187,7 +187,7 @@ func TestAutomationsStartFire(t *testing.T) {
 		var race []time.Time
 		for i := range 8 {
 			race = append(race, base.Add(time.Hour+time.Duration(i)*time.Minute))
-			if ok, err := s.RecordFire(ctx, a.ID, race[i]); !ok || err != nil {
+			if ok, err := s.RecordFire(ctx, a.ID, race[i], "run", nil); !ok || err != nil {
 				t.Fatalf("RecordFire = %v, %v", ok, err)
 			}
 		}
@@ -223,7 +223,7 @@ func TestAutomationsStaleQueuedFires(t *testing.T) {
 		busy := mustCreateAutomation(t, s, ag.ID, "", "busy", nil)
 		fire := func(id string, tick time.Time) {
 			t.Helper()
-			if ok, err := s.RecordFire(ctx, id, tick); !ok || err != nil {
+			if ok, err := s.RecordFire(ctx, id, tick, "run", nil); !ok || err != nil {
 				t.Fatalf("RecordFire = %v, %v", ok, err)
 			}
 		}

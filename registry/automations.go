@@ -340,7 +340,7 @@ func (s *Automations) AdvanceNext(ctx context.Context, id string, from, to *time
 func (s *Automations) ClaimFire(ctx context.Context, automationID string, fireTime time.Time, nextFire *time.Time) (bool, error) {
 	now := s.now().UTC()
 	fireTime = fireKey(fireTime)
-	fire := automationFireRow{AutomationID: automationID, FireTime: fireTime, Status: FireQueued, FiredAt: now}
+	fire := automationFireRow{AutomationID: automationID, FireTime: fireTime, Status: FireQueued, FiredAt: now, TriggerKind: "schedule"}
 	claimed := false
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// 1. The automation's row first: on Postgres a racing claim waits here for the winner.

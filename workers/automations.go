@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"svc/automations"
+	"svc/faults"
 	"svc/registry"
 )
 
@@ -100,10 +101,12 @@ type AutomationRun struct {
 	Started func(sessionID string)
 }
 
-// AutomationResult is how a run ended.
+// AutomationResult is how a run ended: its session, the done reason of its turn, and the
+// turn's last error message when it ended in error.
 type AutomationResult struct {
 	SessionID  string
 	DoneReason string
+	Error      string
 }
 
 // SaverRevokedError is returned by AutomationFireConfig.Run when the saver's credential no
@@ -198,13 +201,21 @@ func (h *AutomationFireHandler) ProcessTask(ctx context.Context, t Task) error {
 	case fire.Status != registry.FireQueued:
 		return nil // ended already
 	}
+	// The fire's record says what fired it and carries its event, also when its task was lost
+	// and enqueued again without them.
+	if fire.Trigger != "" {
+		p.Trigger = fire.Trigger
+	}
+	if len(fire.Event) > 0 {
+		p.Event = fire.Event
+	}
 	a, err := store.ByID(ctx, p.AutomationID)
 	switch {
 	case errors.Is(err, registry.ErrAutomationNotFound):
 		return nil
 	case err != nil:
 		return err
-	case !a.Enabled:
+	case !a.Enabled && p.Trigger != TriggerRun: // the operator's button runs a paused automation
 		reason := "paused"
 		if a.DisabledReason != "" {
 			reason = "disabled: " + a.DisabledReason
@@ -247,6 +258,7 @@ func (h *AutomationFireHandler) run(ctx context.Context, a registry.Automation, 
 		if err := h.cfg.Automations.UpdateFire(ctx, fire.AutomationID, fire.FireTime, registry.FireUpdate{SessionID: sessionID}); err != nil {
 			log.Error("record the session of an automation's run", "session", sessionID, "err", err)
 		}
+		faults.Point("automation.run") // the run's session started, its turn not yet run
 	}
 	res, err := h.cfg.Run(ctx, AutomationRun{Automation: a, Spec: spec, Fire: fire, Trigger: p.Trigger, Event: p.Event, Started: started})
 	var revoked *SaverRevokedError
@@ -262,7 +274,7 @@ func (h *AutomationFireHandler) run(ctx context.Context, a registry.Automation, 
 	case err != nil:
 		return h.end(ctx, fire, outcomeFailed, registry.FireUpdate{Status: registry.FireFailed, SessionID: res.SessionID, Error: err.Error()})
 	}
-	return h.end(ctx, fire, outcomeDone, registry.FireUpdate{Status: registry.FireDone, SessionID: res.SessionID, DoneReason: res.DoneReason})
+	return h.end(ctx, fire, outcomeDone, registry.FireUpdate{Status: registry.FireDone, SessionID: res.SessionID, DoneReason: res.DoneReason, Error: res.Error})
 }
 
 // wait enqueues the fire again after Recheck under the other of its two task IDs; it stays

@@ -75,14 +75,21 @@ func newHandlerEnv(t *testing.T, overlap string) *handlerEnv {
 	return e
 }
 
-// fire records a run-now fire at minute m after noon and returns its task.
+// fire records a scheduled fire at minute m after noon and returns its task.
 func (e *handlerEnv) fire(t *testing.T, m int) workers.Task {
 	t.Helper()
+	return e.fireOf(t, m, workers.TriggerSchedule)
+}
+
+// fireOf records a fire of trigger at minute m after noon and returns its task, which does not
+// say the trigger: the handler reads it from the fire.
+func (e *handlerEnv) fireOf(t *testing.T, m int, trigger string) workers.Task {
+	t.Helper()
 	at := time.Date(2026, 11, 26, 12, m, 0, 0, time.UTC)
-	if ok, err := e.store.RecordFire(context.Background(), e.a.ID, at); !ok || err != nil {
+	if ok, err := e.store.RecordFire(context.Background(), e.a.ID, at, trigger, nil); !ok || err != nil {
 		t.Fatalf("RecordFire = %v, %v", ok, err)
 	}
-	return workers.NewAutomationFireTask(workers.AutomationFireTask{AutomationID: e.a.ID, FireTime: at, Trigger: workers.TriggerRun})
+	return workers.NewAutomationFireTask(workers.AutomationFireTask{AutomationID: e.a.ID, FireTime: at})
 }
 
 func (e *handlerEnv) process(t *testing.T, task workers.Task) {
@@ -274,19 +281,24 @@ func TestAutomationFireFailsAndSkips(t *testing.T) {
 	if f := e.status(t, 2); f.Status != registry.FireSkipped || f.Error != "paused" {
 		t.Errorf("fire of the paused automation = %+v, want skipped, paused", f)
 	}
+	// The operator's run now runs it paused or not, the trigger read from the fire.
+	e.process(t, e.fireOf(t, 4, workers.TriggerRun))
+	if f := e.status(t, 4); f.Status != registry.FireFailed || f.Trigger != workers.TriggerRun {
+		t.Errorf("run now of the paused automation = %+v, want it run (and failed with the run's error)", f)
+	}
 	// Deleted: its fire went with it, and its task does nothing.
 	task := e.fire(t, 3)
 	if err := e.store.Delete(context.Background(), e.agentID, e.a.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.process(t, task)
-	if got := len(e.run.runs()); got != 1 {
-		t.Errorf("%d runs, want 1", got)
+	if got := len(e.run.runs()); got != 2 {
+		t.Errorf("%d runs, want 2", got)
 	}
 	if err := e.h.ProcessTask(context.Background(), workers.Task{Type: workers.TaskAutomationFire, Payload: []byte("{")}); !errors.Is(err, workers.ErrSkipRetry) {
 		t.Errorf("an unreadable payload: %v, want ErrSkipRetry", err)
 	}
-	if got := metricValue(t, e.reg, "svc_automation_runs_total", "failed"); got != 1 {
-		t.Errorf("failed = %v, want 1", got)
+	if got := metricValue(t, e.reg, "svc_automation_runs_total", "failed"); got != 2 {
+		t.Errorf("failed = %v, want 2", got)
 	}
 }

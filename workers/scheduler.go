@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"svc/automations"
+	"svc/faults"
 	"svc/registry"
 )
 
@@ -229,6 +230,7 @@ func (s *Scheduler) fire(ctx context.Context, a *registry.Automation, now time.T
 		return nil
 	}
 	s.missed(missed, rep)
+	faults.Point("automation.claim") // the fire claimed, its task not enqueued: a later tick's stale scan enqueues it
 	// A failed enqueue leaves the fire queued: a later tick enqueues it again as stale.
 	if err := EnqueueAutomationFire(ctx, s.cfg.Queue, AutomationFireTask{AutomationID: a.ID, FireTime: due[0], Trigger: TriggerSchedule}); err != nil {
 		return err

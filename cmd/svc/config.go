@@ -26,41 +26,43 @@ import (
 // Config is every setting of the svc binary. Each is one flag, one environment variable and one
 // default, declared once in settings(); the README's reference table lists the same.
 type Config struct {
-	Addr               string
-	AppsDomain         string
-	DataDir            string
-	DatabaseURL        string
-	RedisURL           string
-	S3Endpoint         string
-	S3Bucket           string
-	S3AccessKey        string
-	S3SecretKey        string
-	S3UseSSL           bool
-	BootstrapAdmin     string
-	SigningKey         string
-	SecretKey          string
-	DefaultModel       string
-	LogFormat          string
-	LogLevel           string
-	BuildConcurrency   int
-	QueuePollInterval  time.Duration
-	MetricsAddr        string
-	MetricsToken       string
-	RuntimeIdleMinutes int
-	SessionStorageMB   int64
-	AgentStorageMB     int64
-	BodyMemoryMB       int64
-	ApprovalTimeout    time.Duration
-	HandlerTimeout     time.Duration
-	HandlerMemoryMB    int
-	HandlerProcs       int
-	EvalMaxTokens      int
-	PublicURL          string
-	AllowMetadata      bool
-	CompositeMaxDepth  int
-	CompositeMaxCalls  int
-	EvalJudgeModel     string
-	EvalRuns           int
+	Addr                  string
+	AppsDomain            string
+	DataDir               string
+	DatabaseURL           string
+	RedisURL              string
+	S3Endpoint            string
+	S3Bucket              string
+	S3AccessKey           string
+	S3SecretKey           string
+	S3UseSSL              bool
+	BootstrapAdmin        string
+	SigningKey            string
+	SecretKey             string
+	DefaultModel          string
+	LogFormat             string
+	LogLevel              string
+	BuildConcurrency      int
+	QueuePollInterval     time.Duration
+	AutomationTick        time.Duration
+	AutomationConcurrency int
+	MetricsAddr           string
+	MetricsToken          string
+	RuntimeIdleMinutes    int
+	SessionStorageMB      int64
+	AgentStorageMB        int64
+	BodyMemoryMB          int64
+	ApprovalTimeout       time.Duration
+	HandlerTimeout        time.Duration
+	HandlerMemoryMB       int
+	HandlerProcs          int
+	EvalMaxTokens         int
+	PublicURL             string
+	AllowMetadata         bool
+	CompositeMaxDepth     int
+	CompositeMaxCalls     int
+	EvalJudgeModel        string
+	EvalRuns              int
 }
 
 type setting struct {
@@ -131,6 +133,23 @@ func settings() []setting {
 					err = errors.New("must be from 10ms to 10s")
 				}
 				c.QueuePollInterval = d
+				return err
+			}},
+		{flag: "automation-concurrency", roles: forUp | forWorker, kind: "int", env: "SVC_AUTOMATION_CONCURRENCY", def: "16", help: "automation runs (each a turn) run at once by one worker, in their own queue lane apart from builds", bind: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err == nil && (n < 1 || n > 1024) {
+				err = errors.New("must be from 1 to 1024")
+			}
+			c.AutomationConcurrency = n
+			return err
+		}},
+		{flag: "automation-tick", roles: forUp | forWorker, kind: "duration", env: "SVC_AUTOMATION_TICK", def: "1s", help: "how often a worker looks for due automations (a Go duration, 100ms to 1m): the most a fire waits past its time, besides the queue; a queued fire whose task was lost is enqueued again after ten of these",
+			bind: func(c *Config, v string) error {
+				d, err := time.ParseDuration(v)
+				if err == nil && (d < 100*time.Millisecond || d > time.Minute) {
+					err = errors.New("must be from 100ms to 1m")
+				}
+				c.AutomationTick = d
 				return err
 			}},
 		{flag: "metrics-addr", roles: forWorker, env: "SVC_METRICS_ADDR", def: "", help: "listen address of svc worker's GET /metrics and GET /health (empty: none; the other roles serve them on their own address)",

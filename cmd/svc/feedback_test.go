@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -12,22 +10,9 @@ import (
 // returns the status and the decoded answer.
 func agentPost(t *testing.T, p *benchPlatform, label, path, token string, body any) (int, map[string]any) {
 	t.Helper()
-	data, _ := json.Marshal(body)
-	req, err := http.NewRequest("POST", p.url+path, bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = label + ".apps.localhost"
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
+	status := upCall(t, p, label, token, "POST", path, body, &out)
+	return status, out
 }
 
 // TestFeedback: a rating given on an agent's runtime is kept with the session's metadata and

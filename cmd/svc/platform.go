@@ -49,11 +49,14 @@ type platform struct {
 	// keys checks ak_ agent API keys for the runtimes (runners): cached, with revocations polled.
 	keys    *auth.Keys
 	queue   workers.Queue
+	fires   workers.Queue // the lane of automation fires (workers.TaskAutomationFire)
 	closers []func() error
 	// metrics is the process's Prometheus registry: the API's and the runtimes' metrics, on
 	// GET /metrics of the platform's host (and of a runner's own host).
 	metrics      *prometheus.Registry
 	buildMetrics *workers.BuildMetrics
+	// automationMetrics count the fires of automations this process runs.
+	automationMetrics *workers.AutomationMetrics
 	// tracer exports the process's spans when OTEL_EXPORTER_OTLP_ENDPOINT is set; nil otherwise.
 	tracer trace.Tracer
 	// sandbox runs the handlers of every runtime of the process (runners, evals).
@@ -191,7 +194,8 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	p.metrics = prometheus.NewRegistry()
 	p.deploys = p.stores.Deployments
 
-	// 4. Queue.
+	// 4. Queue, in two lanes: automation fires (each a turn, many at once) apart from builds,
+	// evals and wake-ups, so that neither waits behind the other.
 	if cfg.RedisURL != "" {
 		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, PollInterval: cfg.QueuePollInterval, Logger: log})
 		if err != nil {
@@ -199,6 +203,12 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 		}
 		p.queue = q
 		p.closers = append(p.closers, q.Close)
+		fq, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Queue: fireQueue, Concurrency: cfg.AutomationConcurrency, PollInterval: cfg.QueuePollInterval, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("queue (REDIS_URL): %w", err)
+		}
+		p.fires = fq
+		p.closers = append(p.closers, fq.Close)
 	} else {
 		// The data dir names the instance: a restart after a kill -9 takes back at once the
 		// builds its dead predecessor had claimed, instead of waiting out their lease.
@@ -206,13 +216,20 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 		if err != nil {
 			return nil, fmt.Errorf("queue: data dir: %w", err)
 		}
-		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, Logger: log, Instance: instance})
+		lane := []string{workers.TaskAutomationFire}
+		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, Logger: log, Instance: instance, ExceptTypes: lane})
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
 		p.queue = q
+		if p.fires, err = dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.AutomationConcurrency, Logger: log, Instance: instance, Types: lane}); err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
 	}
 	if p.buildMetrics, err = workers.NewBuildMetrics(p.metrics); err != nil {
+		return nil, err
+	}
+	if p.automationMetrics, err = workers.NewAutomationMetrics(p.metrics); err != nil {
 		return nil, err
 	}
 	tracer, shutdown, err := newTracer(ctx, "platform", p.metrics)

@@ -149,7 +149,11 @@ func (p *benchPlatform) waitServing(tb testing.TB, deployID string) {
 	tb.Fatalf("deployment %s never served", deployID)
 }
 
+// percentile is the q-th quantile (0..1) of ds; 0 for none.
 func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(float64(len(s))*q))]

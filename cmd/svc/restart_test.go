@@ -5,9 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"svc/agent/agenttest"
 )
 
 // TestRestartLosesNothing stops svc up and starts it again on the same data dir: the agent, its
@@ -15,31 +12,14 @@ import (
 func TestRestartLosesNothing(t *testing.T) {
 	dataDir := t.TempDir()
 	p := startPlatformAt(t, dataDir)
-	var a struct{ AgentID, Slug string }
-	p.call(t, "POST", "/api/agents", map[string]any{"name": "keeper"}, nil, &a)
-	files := agenttest.Files(t, "hello")
-	var sv struct{ SourceVersionID string }
-	p.call(t, "POST", "/api/agents/"+a.AgentID+"/source-versions", map[string]any{"files": files}, nil, &sv)
-	var rd struct{ DeployID string }
-	p.call(t, "POST", "/api/deployments/redeploy", map[string]any{"agentId": a.AgentID}, nil, &rd)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		var d struct{ Status string }
-		p.call(t, "GET", "/api/deployments/"+rd.DeployID, nil, nil, &d)
-		if d.Status == "ready" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deployment %s: %s", rd.DeployID, d.Status)
-		}
-	}
-	p.call(t, "POST", "/api/deployments/"+rd.DeployID+"/activate", nil, nil, nil)
+	agentID, slug, deployID, _ := upAgent(t, p, "keeper", "hello", "")
 	chat := func(p *benchPlatform, session, message string) (string, string) {
 		t.Helper()
 		var tok struct{ Token string }
-		p.call(t, "POST", "/api/agents/"+a.AgentID+"/tokens", map[string]any{}, nil, &tok)
+		p.call(t, "POST", "/api/agents/"+agentID+"/tokens", map[string]any{}, nil, &tok)
 		body, _ := json.Marshal(map[string]any{"message": message, "session_id": session})
 		req, _ := http.NewRequest("POST", p.url+"/chat/sync", strings.NewReader(string(body)))
-		req.Host = a.Slug + ".apps.localhost"
+		req.Host = slug + ".apps.localhost"
 		req.Header.Set("Authorization", "Bearer "+tok.Token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
@@ -67,7 +47,7 @@ func TestRestartLosesNothing(t *testing.T) {
 		Status   string
 		IsActive bool
 	}
-	if s := q.call(t, "GET", "/api/deployments/"+rd.DeployID, nil, nil, &d); s != 200 || d.Status != "ready" || !d.IsActive {
+	if s := q.call(t, "GET", "/api/deployments/"+deployID, nil, nil, &d); s != 200 || d.Status != "ready" || !d.IsActive {
 		t.Fatalf("deployment after restart = %d %+v", s, d)
 	}
 	id, text := chat(q, session, "after the restart")
@@ -78,9 +58,9 @@ func TestRestartLosesNothing(t *testing.T) {
 		Messages []struct{ Role, Content string }
 	}
 	var tok struct{ Token string }
-	q.call(t, "POST", "/api/agents/"+a.AgentID+"/tokens", map[string]any{}, nil, &tok)
+	q.call(t, "POST", "/api/agents/"+agentID+"/tokens", map[string]any{}, nil, &tok)
 	req, _ := http.NewRequest("GET", q.url+"/sessions/history/"+session, nil)
-	req.Host = a.Slug + ".apps.localhost"
+	req.Host = slug + ".apps.localhost"
 	req.Header.Set("Authorization", "Bearer "+tok.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -139,6 +139,8 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 		Schedule: func(ctx context.Context, w engine.Wakeup) error {
 			return workers.EnqueueWakeup(ctx, p.queue, workers.Wakeup{AgentID: w.AgentID, DeployID: w.DeployID, RunID: w.RunID, At: w.At})
 		}})
+	// The automation routes of every runtime: their store, and the queue lane of their fires.
+	automations := p.automationHost()
 	// The sign-in of every runtime of the process: one provider cache, one session cache.
 	signIn, err := p.newAccess(p.signingKey)
 	if err != nil {
@@ -162,9 +164,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
 				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Events: bus,
-				Feedback: p.stores.Feedback,
-				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
-				Models:   runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env, SecretHint: hint,
+				Feedback: p.stores.Feedback, Automations: automations,
+				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
+				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env, SecretHint: hint,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
 				Logger:      p.log.With("agent_id", d.AgentID, "deploy_id", d.ID), StoreBackend: backend,
 			})
@@ -250,15 +252,26 @@ func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 }
 
 // runQueue processes the queue's tasks until ctx is done, after re-enqueueing builds left
-// queued. commits, when not nil, is shared with the API of this process (svc up); runs takes
-// the wake-ups of durable runs.
-func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, runs *engine.Engine) error {
+// queued, and the automation fires of their own lane, which its scheduler enqueues. commits,
+// when not nil, is shared with the API of this process (svc up); runs takes the wake-ups of
+// durable runs and router runs the fires.
+func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, router *runner.Router, runs *engine.Engine) error {
 	if n, err := workers.RecoverBuilds(ctx, p.queue, p.deploys); err != nil {
 		p.log.Warn("re-enqueue queued builds", "err", err)
 	} else if n > 0 {
 		p.log.Info("re-enqueued queued builds", "count", n)
 	}
-	return p.queue.Run(ctx, p.buildMux(commits, runs))
+	fires := workers.NewServeMux()
+	fires.Handle(workers.TaskAutomationFire, workers.NewAutomationFireHandler(workers.AutomationFireConfig{
+		Automations: p.stores.Automations, Queue: p.fires, Run: p.runAutomation(router), Metrics: p.automationMetrics, Logger: p.log,
+	}))
+	scheduler := workers.NewScheduler(workers.SchedulerConfig{Automations: p.stores.Automations, Queue: p.fires,
+		Interval: p.cfg.AutomationTick, StaleAfter: 10 * p.cfg.AutomationTick, Metrics: p.automationMetrics, Logger: p.log})
+	return runGroup(ctx,
+		func(ctx context.Context) error { return p.queue.Run(ctx, p.buildMux(commits, runs)) },
+		func(ctx context.Context) error { return p.fires.Run(ctx, fires) },
+		scheduler.Run,
+	)
 }
 
 func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
@@ -299,7 +312,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		func(ctx context.Context) error {
 			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { p.stopRouter(router, runs) })
 		},
-		func(ctx context.Context) error { return p.runQueue(ctx, commits, runs) },
+		func(ctx context.Context) error { return p.runQueue(ctx, commits, router, runs) },
 		p.revocations.Run,
 		p.keys.Run,
 	)
@@ -340,7 +353,7 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 	}
 	defer p.stopRouter(router, runs)
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
-	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, runs) }, p.revocations.Run, p.keys.Run}
+	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, router, runs) }, p.revocations.Run, p.keys.Run}
 	if cfg.MetricsAddr != "" {
 		// A worker has no HTTP side of its own: its build, queue and durable metrics are
 		// served here when asked for.

@@ -50,13 +50,11 @@ type Automations struct {
 	Fire func(ctx context.Context, f AutomationFire) error
 }
 
-// AutomationFire is a recorded fire to run through the queue.
+// AutomationFire is a recorded fire to run through the queue (its event is kept with the fire).
 type AutomationFire struct {
 	AutomationID string
 	FireTime     time.Time
 	Trigger      string
-	// Event is the event's JSON body, or the written store record; nil for other triggers.
-	Event json.RawMessage
 }
 
 // automationRoutes serve /api/automations and match store writes against store triggers.
@@ -439,7 +437,7 @@ func (a *automationRoutes) run(w http.ResponseWriter, r *http.Request, who acces
 func (a *automationRoutes) fire(ctx context.Context, id, trigger string, event json.RawMessage) (registry.AutomationFire, error) {
 	at := a.now().UTC().Truncate(time.Microsecond)
 	for range 100 {
-		ok, err := a.host.Store.RecordFire(ctx, id, at)
+		ok, err := a.host.Store.RecordFire(ctx, id, at, trigger, event)
 		if err != nil {
 			return registry.AutomationFire{}, err
 		}
@@ -448,9 +446,9 @@ func (a *automationRoutes) fire(ctx context.Context, id, trigger string, event j
 		}
 		at = at.Add(time.Microsecond)
 	}
-	if err := a.host.Fire(ctx, AutomationFire{AutomationID: id, FireTime: at, Trigger: trigger, Event: event}); err != nil {
-		// The fire stays queued: the scheduler re-enqueues a queued fire whose task was lost,
-		// and this event's sender is told to retry.
+	if err := a.host.Fire(ctx, AutomationFire{AutomationID: id, FireTime: at, Trigger: trigger}); err != nil {
+		// The fire stays queued, with its event: the scheduler enqueues again a fire whose task
+		// was lost.
 		return registry.AutomationFire{}, fmt.Errorf("enqueue the fire of automation %s: %w", id, err)
 	}
 	return a.host.Store.GetFire(ctx, id, at)

@@ -290,8 +290,11 @@ func TestAutomationEventTrigger(t *testing.T) {
 		t.Errorf("replay: %d %v", r.Status, r.JSON)
 	}
 	got := e.fired.all()
-	if len(got) != 1 || got[0].AutomationID != id || got[0].Trigger != runtime.TriggerEvent || string(got[0].Event) != body {
+	if len(got) != 1 || got[0].AutomationID != id || got[0].Trigger != runtime.TriggerEvent {
 		t.Fatalf("fires = %+v", got)
+	}
+	if f, err := e.store.GetFire(context.Background(), id, got[0].FireTime); err != nil || string(f.Event) != body || f.Trigger != runtime.TriggerEvent {
+		t.Fatalf("the fire keeps its event: %+v, %v", f, err)
 	}
 	runs := e.do("GET", "/api/automations/"+id+"/runs", e.key, nil)
 	if list := runs.JSON["runs"].([]any); len(list) != 1 || str(list[0].(map[string]any)["status"]) != "queued" {
@@ -337,9 +340,10 @@ func TestAutomationStoreTrigger(t *testing.T) {
 	count := map[string]int{}
 	for _, f := range e.fired.all() {
 		count[f.AutomationID]++
+		stored, err := e.store.GetFire(context.Background(), f.AutomationID, f.FireTime)
 		var rec map[string]any
-		if err := json.Unmarshal(f.Event, &rec); err != nil || rec["store"] != "tickets" || rec["key"] != "c1-1" {
-			t.Errorf("fire event = %s", f.Event)
+		if err != nil || json.Unmarshal(stored.Event, &rec) != nil || rec["store"] != "tickets" || rec["key"] != "c1-1" {
+			t.Errorf("fire event = %s, %v", stored.Event, err)
 		}
 	}
 	if count[open] != 2 || count[every] != 3 {
