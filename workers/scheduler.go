@@ -88,7 +88,7 @@ type TickReport struct {
 	Lost     int // fires another scheduler claimed first
 	Missed   int // fire times counted as missed (older than catchup, or superseded)
 	Advanced int // automations whose next fire time moved without a fire (missed only, or ended)
-	Requeued int // stale queued fires enqueued again
+	Requeued int // stale queued fires enqueued again (or found with their task still pending)
 	Failed   int // automations or stale fires left to the next tick by an error
 }
 
