@@ -144,7 +144,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickReport, error) {
 		after = &page[len(page)-1]
 	}
 	if s.staleDue(now) {
-		rep.Requeued, errs = s.requeueStale(ctx, now, &rep, errs)
+		errs = append(errs, s.requeueStale(ctx, now, &rep)...)
 	}
 	if len(errs) > 0 {
 		return rep, fmt.Errorf("%d errors, the first: %w", len(errs), errs[0])
@@ -163,13 +163,14 @@ func (s *Scheduler) staleDue(now time.Time) bool {
 	return true
 }
 
-// requeueStale enqueues again the fires queued for longer than StaleAfter and says how many.
-func (s *Scheduler) requeueStale(ctx context.Context, now time.Time, rep *TickReport, errs []error) (int, []error) {
+// requeueStale enqueues again the fires queued for longer than StaleAfter, counting them in rep,
+// and returns its errors.
+func (s *Scheduler) requeueStale(ctx context.Context, now time.Time, rep *TickReport) []error {
 	stale, err := s.cfg.Automations.StaleQueuedFires(ctx, now.Add(-s.cfg.StaleAfter), s.cfg.Batch)
 	if err != nil {
-		return 0, append(errs, err)
+		return []error{err}
 	}
-	n := 0
+	var errs []error
 	for _, f := range stale {
 		// The task ID dedupes it against a task still pending; the handler's StartFire against
 		// one that ran. The trigger and event of a lost task are not kept: the handler reads the
@@ -179,9 +180,9 @@ func (s *Scheduler) requeueStale(ctx context.Context, now time.Time, rep *TickRe
 			errs = append(errs, err)
 			continue
 		}
-		n++
+		rep.Requeued++
 	}
-	return n, errs
+	return errs
 }
 
 // fire handles one due automation a at now.

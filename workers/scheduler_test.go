@@ -513,10 +513,10 @@ func runQueue(t *testing.T, q workers.Queue, mux *workers.ServeMux) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-// waitFor polls cond until it holds, failing the test after a minute.
+// waitFor polls cond until it holds, failing the test after 3 minutes (a bound, not a speed).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
