@@ -142,8 +142,8 @@ type AutomationFireConfig struct {
 
 // AutomationFireHandler is the handler of TaskAutomationFire. A fire runs at most once, however
 // often its task is delivered: it starts only from queued (registry.Automations.StartFire), and a
-// delivery that finds it running is the retry of an attempt that died mid-run, so it marks it
-// failed ("interrupted") instead of running it again. Its outcomes (the runs_total label): done,
+// retry (Attempt > 1) that finds it running is the retry of an attempt that died mid-run, so it
+// marks it failed ("interrupted") instead of running it again. Its outcomes (the runs_total label): done,
 // failed, skipped (paused, or overlap skip), disabled (the saver was revoked), interrupted.
 type AutomationFireHandler struct {
 	cfg AutomationFireConfig
@@ -196,10 +196,13 @@ func (h *AutomationFireHandler) ProcessTask(ctx context.Context, t Task) error {
 		return nil // deleted with its automation
 	case err != nil:
 		return err
-	case fire.Status == registry.FireRunning:
+	case fire.Status == registry.FireRunning && Attempt(ctx) > 1:
+		// A retry of this task: its attempt that started the fire stopped mid-run.
 		return h.end(ctx, fire, outcomeInterrupted, registry.FireUpdate{Status: registry.FireFailed, Error: errInterrupted})
 	case fire.Status != registry.FireQueued:
-		return nil // ended already
+		// Ended already, or started by another task of the fire (one enqueued again as stale
+		// while its :wait task was pending): that one's own retry marks it if it stops.
+		return nil
 	}
 	// The fire's record says what fired it and carries its event, also when its task was lost
 	// and enqueued again without them.

@@ -220,7 +220,15 @@ func TestAutomationFireInterrupted(t *testing.T) {
 	if err := e.store.StartFire(context.Background(), e.a.ID, e.status(t, 1).FireTime, e.clock.Now(), true); err != nil {
 		t.Fatal(err)
 	}
+	// Another task of the fire, at its first attempt, leaves it to the one running it.
 	e.process(t, task)
+	if f := e.status(t, 1); f.Status != registry.FireRunning {
+		t.Errorf("fire after a first attempt of another task = %+v, want still running", f)
+	}
+	// The retry of the task that started it marks it interrupted.
+	if err := e.h.ProcessTask(workers.WithAttempt(context.Background(), 2), task); err != nil {
+		t.Fatal(err)
+	}
 	if f := e.status(t, 1); f.Status != registry.FireFailed || f.Error != "interrupted: the process running it stopped" {
 		t.Errorf("fire = %+v, want failed, interrupted", f)
 	}

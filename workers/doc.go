@@ -34,6 +34,16 @@
 // reads, then deletes once it finished (succeeded, failed, or gave up: the object lives as long as
 // the build). A build that finds neither, or a stored tree it cannot read, fetches the commit and says
 // so in its log: the stored tree is an optimisation, never the only copy. That decision, the push and redeploy policy, is package deploy, which enqueues
-// builds here. Implementations live in sub-packages named for their backend; the choice between
-// them is made in cmd/svc.
+// builds here.
+//
+// Automations (CONTRACT §9) fire through the same queue. The Scheduler scans the automations due
+// and claims each fire in the database before it enqueues its task (TaskAutomationFire): the
+// fire's primary key, not the queue, is what makes one fire per (automation, fire time) however
+// many Schedulers tick, and a fire claimed whose task was lost is enqueued again after
+// StaleAfter. The AutomationFireHandler starts a fire only from queued, so a fire delivered twice
+// runs once, and a retry that finds its fire running marks it interrupted rather than run it
+// again; Run, the turn itself, is given by cmd/svc.
+//
+// Implementations live in sub-packages named for their backend; the choice between them is made
+// in cmd/svc.
 package workers

@@ -89,7 +89,7 @@ type TickReport struct {
 	Lost     int // fires another scheduler claimed first
 	Missed   int // fire times counted as missed (older than catchup, or superseded)
 	Advanced int // automations whose next fire time moved without a fire (missed only, or ended)
-	Requeued int // stale queued fires enqueued again
+	Requeued int // stale queued fires enqueued again (or found with their task still pending)
 	Failed   int // automations or stale fires left to the next tick by an error
 }
 
@@ -145,7 +145,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickReport, error) {
 		after = &page[len(page)-1]
 	}
 	if s.staleDue(now) {
-		rep.Requeued, errs = s.requeueStale(ctx, now, &rep, errs)
+		errs = append(errs, s.requeueStale(ctx, now, &rep)...)
 	}
 	if len(errs) > 0 {
 		return rep, fmt.Errorf("%d errors, the first: %w", len(errs), errs[0])
@@ -164,13 +164,14 @@ func (s *Scheduler) staleDue(now time.Time) bool {
 	return true
 }
 
-// requeueStale enqueues again the fires queued for longer than StaleAfter and says how many.
-func (s *Scheduler) requeueStale(ctx context.Context, now time.Time, rep *TickReport, errs []error) (int, []error) {
+// requeueStale enqueues again the fires queued for longer than StaleAfter, counting them in rep,
+// and returns its errors.
+func (s *Scheduler) requeueStale(ctx context.Context, now time.Time, rep *TickReport) []error {
 	stale, err := s.cfg.Automations.StaleQueuedFires(ctx, now.Add(-s.cfg.StaleAfter), s.cfg.Batch)
 	if err != nil {
-		return 0, append(errs, err)
+		return []error{err}
 	}
-	n := 0
+	var errs []error
 	for _, f := range stale {
 		// The task ID dedupes it against a task still pending; the handler's StartFire against
 		// one that ran. The trigger and event of a lost task are not kept: the handler reads the
@@ -180,9 +181,9 @@ func (s *Scheduler) requeueStale(ctx context.Context, now time.Time, rep *TickRe
 			errs = append(errs, err)
 			continue
 		}
-		n++
+		rep.Requeued++
 	}
-	return n, errs
+	return errs
 }
 
 // fire handles one due automation a at now.

@@ -513,10 +513,10 @@ func runQueue(t *testing.T, q workers.Queue, mux *workers.ServeMux) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
-// waitFor polls cond until it holds, failing the test after a minute.
+// waitFor polls cond until it holds, failing the test after 3 minutes (a bound, not a speed).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -581,4 +581,25 @@ func newBenchEnv(b *testing.B, db *gorm.DB, start time.Time, count int) *schedEn
 		b.Fatal(err)
 	}
 	return e
+}
+
+// TestSchedulerRun: Run ticks until its ctx is done, then returns nil.
+func TestSchedulerRun(t *testing.T) {
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	e := newSchedEnv(t, dbtest.SQLite(t), start)
+	a := e.automation(t, `{"name":"m","trigger":{"every":"1m"},"action":{"message":"go"}}`, true)
+	e.clock.Set(start.Add(time.Minute))
+	s := e.scheduler(workers.SchedulerConfig{Interval: 5 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	task := workers.NewAutomationFireTask(workers.AutomationFireTask{AutomationID: a.ID, FireTime: start.Add(time.Minute)})
+	waitFor(t, "the fire's task", func() bool { return e.queue.counts()[task.ID] > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil once its ctx is done", err)
+	}
+	if got := e.fireTimes(t, a.ID); len(got) != 1 {
+		t.Errorf("fires = %v, want one", got)
+	}
 }
