@@ -78,8 +78,8 @@ type AutomationRun struct {
 	EndedAt    *time.Time `json:"ended_at,omitempty"`
 }
 
-// maxRunsPage is the largest page the runtime's list routes answer.
-const maxRunsPage = 500
+// maxPage is the largest page the runtime's list routes answer.
+const maxPage = 500
 
 // The automation methods call the runtime at agentURL with a runtime credential (a minted
 // runtime token, an ak_ key, or svc dev's AUTH_TOKEN) as bearer. scope, when not empty, is the
@@ -89,26 +89,7 @@ const maxRunsPage = 500
 
 // ListAutomations lists the automations of the owner scope, newest first, following the pages.
 func (c *Client) ListAutomations(ctx context.Context, agentURL, token, scope string) ([]Automation, error) {
-	var all []Automation
-	seen := map[string]bool{}
-	for cursor := ""; ; {
-		var page struct {
-			Automations []Automation `json:"automations"`
-			NextCursor  string       `json:"next_cursor"`
-		}
-		q := url.Values{}
-		setIf(q, "scope_id", scope)
-		setIf(q, "cursor", cursor)
-		if err := c.agentCall(ctx, "list automations", http.MethodGet, agentURL, withQuery("/api/automations", q), token, nil, &page); err != nil {
-			return nil, err
-		}
-		all = append(all, page.Automations...)
-		if page.NextCursor == "" || seen[page.NextCursor] {
-			return all, nil
-		}
-		seen[page.NextCursor] = true
-		cursor = page.NextCursor
-	}
+	return agentPages[Automation](ctx, c, "list automations", agentURL, "/api/automations", token, scope, "automations", 0)
 }
 
 // CreateAutomation saves record (the JSON object of docs/runtime.md#automations) in the owner
@@ -149,33 +130,45 @@ func (c *Client) RunAutomation(ctx context.Context, agentURL, token, scope, id s
 // AutomationRuns returns the runs of automation id, newest first: at most limit of them, or
 // every run when limit is 0 or less.
 func (c *Client) AutomationRuns(ctx context.Context, agentURL, token, scope, id string, limit int) ([]AutomationRun, error) {
-	var all []AutomationRun
+	path := "/api/automations/" + url.PathEscape(id) + "/runs"
+	return agentPages[AutomationRun](ctx, c, "list automation runs", agentURL, path, token, scope, "runs", limit)
+}
+
+// agentPages reads the list of a runtime's list route (an object holding the items under key,
+// and next_cursor) page after page, until the last page or limit items (limit 0 or less: all).
+func agentPages[T any](ctx context.Context, c *Client, what, agentURL, path, token, scope, key string, limit int) ([]T, error) {
+	var all []T
 	seen := map[string]bool{}
 	for cursor := ""; ; {
-		size := maxRunsPage
+		q := url.Values{}
 		if limit > 0 {
-			size = min(maxRunsPage, limit-len(all))
+			q.Set("limit", strconv.Itoa(min(maxPage, limit-len(all))))
 		}
-		var page struct {
-			Runs       []AutomationRun `json:"runs"`
-			NextCursor string          `json:"next_cursor"`
-		}
-		q := url.Values{"limit": {strconv.Itoa(size)}}
 		setIf(q, "scope_id", scope)
 		setIf(q, "cursor", cursor)
-		path := "/api/automations/" + url.PathEscape(id) + "/runs"
-		if err := c.agentCall(ctx, "list automation runs", http.MethodGet, agentURL, withQuery(path, q), token, nil, &page); err != nil {
+		var page map[string]json.RawMessage
+		if err := c.agentCall(ctx, what, http.MethodGet, agentURL, withQuery(path, q), token, nil, &page); err != nil {
 			return nil, err
 		}
-		all = append(all, page.Runs...)
+		var items []T
+		if err := json.Unmarshal(page[key], &items); err != nil && page[key] != nil {
+			return nil, fmt.Errorf("%s: decode %s: %w", what, key, err)
+		}
+		all = append(all, items...)
 		if limit > 0 && len(all) >= limit {
 			return all[:limit], nil
 		}
-		if page.NextCursor == "" || seen[page.NextCursor] {
+		var next string // a missing or null cursor: the last page
+		if raw := page["next_cursor"]; raw != nil {
+			if err := json.Unmarshal(raw, &next); err != nil {
+				return nil, fmt.Errorf("%s: decode next_cursor: %w", what, err)
+			}
+		}
+		if next == "" || seen[next] {
 			return all, nil
 		}
-		seen[page.NextCursor] = true
-		cursor = page.NextCursor
+		seen[next] = true
+		cursor = next
 	}
 }
 

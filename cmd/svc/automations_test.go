@@ -214,13 +214,43 @@ func TestAutomationsCommands(t *testing.T) {
 	}
 }
 
-// TestAutomationsRefusedConnection: a runtime that is not there is named, with what to check.
+// TestAutomationsRefusedConnection: a runtime or platform that is not there is named, with what
+// to check, whichever way the command reaches the agent.
 func TestAutomationsRefusedConnection(t *testing.T) {
 	srv := httptest.NewServer(nil)
 	gone := srv.URL
 	srv.Close()
-	res := runCLI(t, nil, "", "automations", "list", "--runtime", gone)
-	if res.err == nil || !strings.Contains(res.err.Error(), "no runtime answers at "+gone+" (connection refused)") {
-		t.Errorf("list on a closed port = %v, want the refused connection explained", res.err)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"runtime", []string{"--runtime", gone}, "no runtime answers at " + gone + " (connection refused)"},
+		{"platform", []string{"hello", "--url", gone, "--token", "pk_x"}, "no platform answers at " + gone + " (connection refused)"},
+		{"api key", []string{"hello", "--url", gone, "--api-key", "ak_x"}, "no platform answers at " + gone + " (connection refused)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runCLI(t, nil, "", append([]string{"automations", "list"}, tt.args...)...)
+			if res.err == nil || !strings.Contains(res.err.Error(), tt.want) {
+				t.Errorf("list on a closed port = %v, want %q", res.err, tt.want)
+			}
+		})
+	}
+}
+
+// TestAutomationsThroughThePlatform: with the platform token, svc automations mints a runtime
+// token as svc chat does and reaches the agent's runtime through the platform's listener, which
+// accepts it. Whether svc up serves automations is the platform's wiring (issue 27's scheduler):
+// either answer is accepted here, never a refused credential.
+func TestAutomationsThroughThePlatform(t *testing.T) {
+	p := startPlatform(t)
+	a := newAgent(t, p, "hello", true)
+	deployDir(t, p, a.AgentID, chatAgentDir(t), "production")
+	res := runCLI(t, p, "", "automations", "list", "hello")
+	t.Logf("svc automations list hello = %q, %v", res.stdout, res.err)
+	served := res.err == nil && strings.HasPrefix(res.stdout, "hello has no automations in this scope")
+	notServed := res.err != nil && strings.HasPrefix(res.err.Error(), "hello serves no automations here")
+	if !served && !notServed {
+		t.Errorf("automations list through the platform = %q, %v", res.stdout, res.err)
 	}
 }
