@@ -186,12 +186,14 @@ func automationPath(scope, id string, sub ...string) string {
 	return withQuery(p, q)
 }
 
+// setIf sets key in q when value is not empty.
 func setIf(q url.Values, key, value string) {
 	if value != "" {
 		q.Set(key, value)
 	}
 }
 
+// withQuery is path with q's encoding as its query, when q holds any.
 func withQuery(path string, q url.Values) string {
 	if len(q) == 0 {
 		return path

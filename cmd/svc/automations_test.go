@@ -215,7 +215,8 @@ func TestAutomationsCommands(t *testing.T) {
 }
 
 // TestAutomationsRefusedConnection: a runtime or platform that is not there is named, with what
-// to check, whichever way the command reaches the agent.
+// to check, whichever way svc automations (or svc chat, which resolves the runtime the same way)
+// reaches the agent.
 func TestAutomationsRefusedConnection(t *testing.T) {
 	srv := httptest.NewServer(nil)
 	gone := srv.URL
@@ -225,14 +226,16 @@ func TestAutomationsRefusedConnection(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"runtime", []string{"--runtime", gone}, "no runtime answers at " + gone + " (connection refused)"},
-		{"platform", []string{"hello", "--url", gone, "--token", "pk_x"}, "no platform answers at " + gone + " (connection refused)"},
-		{"api key", []string{"hello", "--url", gone, "--api-key", "ak_x"}, "no platform answers at " + gone + " (connection refused)"},
+		{"runtime", []string{"automations", "list", "--runtime", gone}, "no runtime answers at " + gone + " (connection refused)"},
+		{"platform", []string{"automations", "list", "hello", "--url", gone, "--token", "pk_x"}, "no platform answers at " + gone + " (connection refused)"},
+		{"api key", []string{"automations", "list", "hello", "--url", gone, "--api-key", "ak_x"}, "no platform answers at " + gone + " (connection refused)"},
+		{"chat, api key", []string{"chat", "hello", "-m", "hi", "--url", gone, "--api-key", "ak_x"}, "no platform answers at " + gone + " (connection refused)"},
+		{"chat, runtime", []string{"chat", "-m", "hi", "--runtime", gone}, "no runtime answers at " + gone + " (connection refused)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			res := runCLI(t, nil, "", append([]string{"automations", "list"}, tt.args...)...)
+			res := runCLI(t, nil, "", tt.args...)
 			if res.err == nil || !strings.Contains(res.err.Error(), tt.want) {
-				t.Errorf("list on a closed port = %v, want %q", res.err, tt.want)
+				t.Errorf("%v on a closed port = %v, want %q", tt.args, res.err, tt.want)
 			}
 		})
 	}

@@ -293,6 +293,9 @@ func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err e
 		if ch.isNoActive(err) {
 			return false, ch.noActive(ctx, err, "svc chat")
 		}
+		if advice := ch.refusedAdvice(err); advice != nil {
+			return false, advice
+		}
 		if err != nil {
 			return false, err // a runtime's refusal: the platform token's advice of explain does not apply
 		}
