@@ -149,30 +149,13 @@ func (c *Client) ChatStream(ctx context.Context, agentURL, runtimeToken string, 
 // agent at agentURL (POST /chat/sessions/{id}/ask-user-response) and returns the approval's
 // status: approved or denied. A decided approval is a *Error with status 409.
 func (c *Client) AnswerApproval(ctx context.Context, agentURL, runtimeToken, sessionID, correlationID string, approved bool) (string, error) {
-	target, err := url.Parse(strings.TrimRight(agentURL, "/") + "/chat/sessions/" + url.PathEscape(sessionID) + "/ask-user-response")
-	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
-		return "", fmt.Errorf("answer approval: agent URL %q: want http(s)://host[:port]", agentURL)
-	}
-	body, _ := json.Marshal(map[string]any{"correlation_id": correlationID, "approved": approved}) // plain data always marshals
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
-	if err != nil {
-		return "", fmt.Errorf("answer approval: build request: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Authorization", "Bearer "+runtimeToken)
-	resp, err := c.agents.Do(hreq)
-	if err != nil {
-		return "", fmt.Errorf("answer approval at %s: %w", target.Host, err)
-	}
-	defer resp.Body.Close() //nolint:errcheck // read-only body
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("answer approval at %s: %w", target.Host, responseError(resp))
-	}
 	var out struct {
 		Status string `json:"status"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
-		return "", fmt.Errorf("answer approval at %s: %w", target.Host, err)
+	path := "/chat/sessions/" + url.PathEscape(sessionID) + "/ask-user-response"
+	body := map[string]any{"correlation_id": correlationID, "approved": approved}
+	if err := c.agentCall(ctx, "answer approval", http.MethodPost, agentURL, path, runtimeToken, body, &out); err != nil {
+		return "", err
 	}
 	return out.Status, nil
 }

@@ -85,7 +85,7 @@ func TestErrors(t *testing.T) {
 			client.Error{Status: 400, Code: "INVALID_SOURCE", Message: "invalid", Problems: []client.Problem{{File: "a", Message: "b"}}},
 			"INVALID_SOURCE: invalid (HTTP 400)\n  a: b"},
 		{"runtime envelope", 400, "application/json", `{"error":"invalid_request","message":"agent: no agent \"x\"; the agents are default","field":"agent"}`,
-			client.Error{Status: 400, Code: "invalid_request", Message: `agent: no agent "x"; the agents are default`},
+			client.Error{Status: 400, Code: "invalid_request", Message: `agent: no agent "x"; the agents are default`, Field: "agent"},
 			`invalid_request: agent: no agent "x"; the agents are default (HTTP 400)`},
 		{"runtime envelope without a message", 409, "application/json", `{"error":"turn_in_progress"}`,
 			client.Error{Status: 409, Code: "turn_in_progress"}, "turn_in_progress (HTTP 409)"},

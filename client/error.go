@@ -52,9 +52,11 @@ func (p Problem) String() string {
 // {"error":"code","message"}. An answer without an envelope keeps Code empty and the start of its
 // body as Message.
 type Error struct {
-	Status   int
-	Code     string
-	Message  string
+	Status  int
+	Code    string
+	Message string
+	// Field names the request member at fault, when the runtime's invalid_request says which.
+	Field    string
 	Problems []Problem
 }
 
@@ -90,6 +92,7 @@ func responseError(resp *http.Response) *Error {
 	var env struct {
 		Error    json.RawMessage `json:"error"`
 		Message  string          `json:"message"` // the runtime's envelope
+		Field    string          `json:"field"`
 		Problems []Problem       `json:"problems"`
 	}
 	if json.Unmarshal(body, &env) == nil && len(env.Error) > 0 {
@@ -105,7 +108,7 @@ func responseError(resp *http.Response) *Error {
 			e.Problems = append(obj.Problems, env.Problems...)
 			return e
 		case json.Unmarshal(env.Error, &s) == nil:
-			e.Code, e.Message = s, env.Message
+			e.Code, e.Message, e.Field = s, env.Message, env.Field
 			e.Problems = env.Problems
 			return e
 		}

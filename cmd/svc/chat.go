@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -21,9 +20,8 @@ import (
 )
 
 func chatCommand() *cobra.Command {
-	var r remote
+	var af agentFlags
 	var ch chatter
-	var appsDomain, deployID, runtimeURL, apiKey string
 	var ctxPairs []string
 	cmd := &cobra.Command{
 		Use:   "chat [AGENT]",
@@ -47,73 +45,23 @@ func chatCommand() *cobra.Command {
 				return err
 			}
 			ch.out, ch.errOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if runtimeURL != "" {
-				// Straight to a runtime (svc dev): its AUTH_TOKEN, if any, is the bearer; no platform.
-				if _, err := client.ParseBaseURL(runtimeURL); err != nil {
-					return fmt.Errorf("--runtime %q: want http(s)://host[:port]", runtimeURL)
-				}
-				ch.c, ch.agent, ch.url, ch.ctx = client.New(runtimeURL, "", nil), client.Agent{Slug: runtimeURL}, runtimeURL, ctxMap
-				ch.token, ch.direct = os.Getenv("AUTH_TOKEN"), true
-				if apiKey != "" {
-					ch.token = apiKey
-				}
-				if cmd.Flags().Changed("message") {
-					return ch.oneShot(ctx, cmd.InOrStdin())
-				}
-				return ch.interactive(ctx, cmd.InOrStdin())
-			}
-			if apiKey != "" {
-				// The key is the credential: no platform call, so the agent is named by its slug.
-				if !strings.HasPrefix(apiKey, "ak_") {
-					return errors.New("--api-key (SVC_AGENT_API_KEY): want an agent API key, ak_...; create one with `svc agents keys create AGENT NAME`")
-				}
-				slug := positional
-				if slug == "" {
-					slug = r.agent
-				}
-				if slug == "" {
-					return errors.New("no agent: with --api-key, name the agent by its slug (svc chat SLUG --api-key ak_...)")
-				}
-				agentURL, err := agentURL(r.url, slug, deployID, appsDomain)
-				if err != nil {
-					return err
-				}
-				ch.c, ch.agent, ch.url, ch.ctx = client.New(r.url, "", nil), client.Agent{Slug: slug}, agentURL, ctxMap
-				ch.token, ch.direct = apiKey, true
-				if cmd.Flags().Changed("message") {
-					return ch.oneShot(ctx, cmd.InOrStdin())
-				}
-				return ch.interactive(ctx, cmd.InOrStdin())
-			}
-			c, a, err := r.resolve(ctx, positional)
+			t, err := af.target(ctx, positional, "svc chat")
 			if err != nil {
 				return err
 			}
-			agentURL, err := agentURL(r.url, a.Slug, deployID, appsDomain)
-			if err != nil {
-				return err
-			}
-			ch.c, ch.agent, ch.url, ch.ctx = c, a, agentURL, ctxMap
-			ch.out, ch.errOut = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if err := ch.mint(ctx); err != nil {
-				return err
-			}
+			ch.agentTarget, ch.ctx = t, ctxMap
 			if cmd.Flags().Changed("message") {
 				return ch.oneShot(ctx, cmd.InOrStdin())
 			}
 			return ch.interactive(ctx, cmd.InOrStdin())
 		},
 	}
-	r.bind(cmd, true)
+	af.bind(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&appsDomain, "apps-domain", envOr("SVC_APPS_DOMAIN", "apps.localhost"), "domain whose subdomains serve agents (env SVC_APPS_DOMAIN)")
 	fs.StringVarP(&ch.message, "message", "m", "", "send this one message, print the answer and exit")
 	fs.StringVar(&ch.session, "session", "", "continue this session")
 	fs.StringVar(&ch.named, "named-agent", "", "named agent under agents/ to talk to")
-	fs.StringVar(&deployID, "deployment", "", "talk to this deployment's pinned URL instead of the persistent one")
 	fs.StringArrayVar(&ctxPairs, "context", nil, "KEY=VALUE for the request's context (repeatable)")
-	fs.StringVar(&apiKey, "api-key", os.Getenv("SVC_AGENT_API_KEY"), "send this agent API key (ak_...) instead of minting a runtime token; no platform token needed (env SVC_AGENT_API_KEY)")
-	fs.StringVar(&runtimeURL, "runtime", "", "talk straight to an agent runtime at this URL (svc dev: http://127.0.0.1:3847), with AUTH_TOKEN as its bearer; no platform")
 	return cmd
 }
 
@@ -159,25 +107,12 @@ func agentURL(platformURL, slug, deployID, appsDomain string) (string, error) {
 
 // chatter runs the chat command's turns.
 type chatter struct {
-	c                       *client.Client
-	agent                   client.Agent
-	url, token              string
+	agentTarget             // the runtime, its URL and credential
 	ctx                     map[string]string
 	message, session, named string
 	out, errOut             io.Writer
-	direct                  bool        // talking to a runtime without the platform: no token to mint
 	lines                   *lineReader // stdin, for the answers a turn asks for
 	choice                  *choice     // the agent's last question, answered by the next line
-}
-
-// mint gets a new runtime token.
-func (ch *chatter) mint(ctx context.Context) error {
-	t, err := ch.c.MintRuntimeToken(ctx, ch.agent.AgentID, client.TokenRequest{})
-	if err != nil {
-		return explain(err)
-	}
-	ch.token = t.Token
-	return nil
 }
 
 func (ch *chatter) oneShot(ctx context.Context, in io.Reader) error {
@@ -348,39 +283,24 @@ func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err e
 		if rd.session != "" {
 			ch.session = rd.session
 		}
-		var e *client.Error
-		if attempt == 0 && !ch.direct && errors.As(err, &e) && e.Status == http.StatusUnauthorized {
+		if attempt == 0 && !ch.direct && isUnauthorized(err) {
 			if err := ch.mint(ctx); err != nil {
 				return false, err
 			}
 			continue
 		}
 		rd.endLine()
-		if !ch.direct && errors.As(err, &e) && e.Code == client.CodeNoActiveDeployment {
-			return false, ch.noActive(ctx, err)
+		if ch.isNoActive(err) {
+			return false, ch.noActive(ctx, err, "svc chat")
+		}
+		if advice := ch.refusedAdvice(err); advice != nil {
+			return false, advice
 		}
 		if err != nil {
 			return false, err // a runtime's refusal: the platform token's advice of explain does not apply
 		}
 		return rd.failed, rd.werr
 	}
-}
-
-// noActive explains NO_ACTIVE_DEPLOYMENT (the persistent URL serves production only): it names
-// the deployments active in other environments, to promote or to talk to with --deployment.
-func (ch *chatter) noActive(ctx context.Context, err error) error {
-	slug := ch.agent.Slug
-	deps, lerr := ch.c.ListDeployments(ctx, ch.agent.AgentID, "")
-	for _, d := range deps { // newest first
-		if lerr == nil && d.IsActive && d.Environment != client.Production {
-			return fmt.Errorf("%s has no active production deployment, which its URL serves (%w); deployment %s is active in %s: "+
-				"promote it with `svc promote --agent %s --from %s`, or talk to it with `svc chat %s --deployment %s`",
-				slug, err, d.DeployID, d.Environment, slug, d.Environment, slug, d.DeployID)
-		}
-	}
-	return fmt.Errorf("%s has no active production deployment, which its URL serves (%w): deploy one with `svc deploy --agent %s`, "+
-		"promote one with `svc promote --agent %s --from ENV`, or talk to a ready one with `svc chat %s --deployment DEPLOY_ID` (`svc status` lists them)",
-		slug, err, slug, slug, slug)
 }
 
 // chatRenderer prints a turn's frames, and asks the user the approvals the turn waits for.

@@ -25,6 +25,7 @@ func clientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		deployCommand(), logsCommand(), statusCommand(), promoteCommand(),
 		rollbackCommand(), activateCommand(), tokenCommand(), chatCommand(), evalsCommand(), secretsCommand(), agentsCommand(),
+		automationsCommand(),
 	}
 }
 
@@ -74,12 +75,17 @@ func refusedHint(platformURL string) *http.Transport {
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, network, addr)
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("no platform answers at %s (connection refused): is `svc up` running? "+
-				"If the platform is elsewhere, set SVC_URL or pass --url", platformURL)
+			return nil, refusedError(platformURL)
 		}
 		return conn, err
 	}
 	return t
+}
+
+// refusedError says what to check when the platform at platformURL refuses connections.
+func refusedError(platformURL string) error {
+	return fmt.Errorf("no platform answers at %s (connection refused): is `svc up` running? "+
+		"If the platform is elsewhere, set SVC_URL or pass --url", platformURL)
 }
 
 // resolve returns the client and the agent named by --agent or, when given, the positional name.
