@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"svc/agent"
 	"svc/migrations/dbtest"
@@ -242,18 +243,37 @@ func TestAutomationsRefusedConnection(t *testing.T) {
 }
 
 // TestAutomationsThroughThePlatform: with the platform token, svc automations mints a runtime
-// token as svc chat does and reaches the agent's runtime through the platform's listener, which
-// accepts it. Whether svc up serves automations is the platform's wiring (issue 27's scheduler):
-// either answer is accepted here, never a refused credential.
+// token as svc chat does and reaches the agent's runtime through the platform's listener: it
+// creates an automation, runs it now, and sees the run done with its session, on svc up.
 func TestAutomationsThroughThePlatform(t *testing.T) {
 	p := startPlatform(t)
 	a := newAgent(t, p, "hello", true)
 	deployDir(t, p, a.AgentID, chatAgentDir(t), "production")
 	res := runCLI(t, p, "", "automations", "list", "hello")
-	t.Logf("svc automations list hello = %q, %v", res.stdout, res.err)
-	served := res.err == nil && strings.HasPrefix(res.stdout, "hello has no automations in this scope")
-	notServed := res.err != nil && strings.HasPrefix(res.err.Error(), "hello serves no automations here")
-	if !served && !notServed {
-		t.Errorf("automations list through the platform = %q, %v", res.stdout, res.err)
+	if res.err != nil || !strings.HasPrefix(res.stdout, "hello has no automations in this scope") {
+		t.Fatalf("automations list through the platform = %q, %v", res.stdout, res.err)
+	}
+	res = runCLI(t, p, "", "automations", "create", "hello", "--name", "nightly", "--cron", "0 3 * * *", "--timezone", "Europe/Oslo", "--message", "report")
+	if res.err != nil {
+		t.Fatalf("create = %q, %v", res.stdout, res.err)
+	}
+	id := strings.Fields(strings.TrimPrefix(res.stdout, "automation "))[0]
+	if res := runCLI(t, p, "", "automations", "run", "hello", id); res.err != nil || !strings.Contains(res.stdout, "fire queued") {
+		t.Fatalf("run = %q, %v", res.stdout, res.err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		res = runCLI(t, p, "", "automations", "runs", "hello", id)
+		if res.err == nil && strings.Contains(res.stdout, "done") && strings.Contains(res.stdout, "ses_") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs never showed the run done: %q, %v", res.stdout, res.err)
+		}
+	}
+	if res := runCLI(t, p, "", "automations", "pause", "hello", id); res.err != nil {
+		t.Fatalf("pause = %q, %v", res.stdout, res.err)
+	}
+	if res := runCLI(t, p, "", "automations", "list", "hello"); res.err != nil || !strings.Contains(res.stdout, "paused") {
+		t.Errorf("list after pause = %q, %v", res.stdout, res.err)
 	}
 }
