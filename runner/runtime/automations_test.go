@@ -463,3 +463,36 @@ func TestRunAutomationTrace(t *testing.T) {
 		t.Errorf("root attributes %v lack svc.automation.id", root.Attributes())
 	}
 }
+
+// BenchmarkStoreWriteTriggers: a PUT /stores/{store}/{key} on a runtime without automations
+// (svc dev), with automations and none of them a store trigger, and with one store trigger that
+// matches every write (a fire recorded per version): what store triggers add to a write.
+func BenchmarkStoreWriteTriggers(b *testing.B) {
+	for _, c := range []string{"no automations", "no store trigger", "one matching trigger"} {
+		b.Run(c, func(b *testing.B) {
+			keys := newKeys(b)
+			key := keys.create(b, agentID)
+			opts := runtime.Options{Agent: loadAgent(b, "support-desk"), AgentID: agentID, Keys: keys.checker}
+			if c != "no automations" {
+				cipher, err := registry.NewCipher([]byte(strings.Repeat("c", registry.SecretKeySize)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				opts.Automations = &runtime.Automations{Store: registry.NewStores(keys.db, cipher, nil, nil).Automations, Fire: (&fires{}).fire}
+			}
+			e := start(b, opts)
+			if c == "one matching trigger" {
+				if r := e.do("POST", "/api/automations", key, `{"name":"t","trigger":{"store":"tickets"},"action":{"message":"m"}}`); r.Status != 201 {
+					b.Fatalf("create: %d %s", r.Status, r.Body)
+				}
+			}
+			body := map[string]any{"customer_id": "c1", "number": 1, "subject": "s", "status": "open"}
+			b.ResetTimer()
+			for range b.N {
+				if r := e.do("PUT", "/stores/tickets/c1-1", key, body); r.Status != 200 {
+					b.Fatalf("put: %d %s", r.Status, r.Body)
+				}
+			}
+		})
+	}
+}
