@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"svc/migrations"
+	"svc/runner/channels/slack"
+	"svc/runner/channels/telegram"
 	"svc/runner/runtime"
 	"svc/runner/sandbox"
 
@@ -56,6 +58,8 @@ type Config struct {
 	HandlerProcs       int
 	EvalMaxTokens      int
 	PublicURL          string
+	SlackAPIURL        string
+	TelegramAPIURL     string
 	AllowMetadata      bool
 	CompositeMaxDepth  int
 	CompositeMaxCalls  int
@@ -202,6 +206,10 @@ func settings() []setting {
 				c.PublicURL = v
 				return nil
 			}},
+		{flag: "slack-api-url", roles: runtimes, env: "SVC_SLACK_API_URL", def: slack.DefaultBaseURL, help: "root of Slack's Web API the messaging channels post replies to (tests, proxies)",
+			bind: apiURL(func(c *Config) *string { return &c.SlackAPIURL })},
+		{flag: "telegram-api-url", roles: runtimes, env: "SVC_TELEGRAM_API_URL", def: telegram.DefaultBaseURL, help: "root of Telegram's Bot API the messaging channels post replies to (tests, proxies, a local Bot API server)",
+			bind: apiURL(func(c *Config) *string { return &c.TelegramAPIURL })},
 		{flag: "eval-runs", roles: forUp | forWorker, kind: "int", env: "SVC_EVAL_RUNS", def: "1", help: "how many times each eval runs; it passes when every run passes (1 to 10)",
 			bind: bounded(1, 10, func(c *Config) *int { return &c.EvalRuns })},
 		{flag: "approval-timeout", roles: runtimes, kind: "duration", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",
@@ -220,6 +228,18 @@ func settings() []setting {
 			bind: bounded(MinHandlerMemoryMB, MaxHandlerMemoryMB, func(c *Config) *int { return &c.HandlerMemoryMB })},
 		{flag: "handler-procs", roles: runtimes, kind: "int", env: "SVC_HANDLER_PROCS", def: strconv.Itoa(sandbox.DefaultMaxProcs), help: "sandbox worker processes that run calls of tools of svc/tools at once, per process (1 to 256); one agent holds at most half of them",
 			bind: bounded(1, 256, func(c *Config) *int { return &c.HandlerProcs })},
+	}
+}
+
+// apiURL binds an absolute http(s) URL, kept without a trailing slash.
+func apiURL(field func(c *Config) *string) func(c *Config, v string) error {
+	return func(c *Config, v string) error {
+		v = strings.TrimRight(v, "/")
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("want an absolute http or https URL")
+		}
+		*field(c) = v
+		return nil
 	}
 }
 

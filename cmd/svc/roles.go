@@ -144,6 +144,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	if err != nil {
 		return nil, nil, err
 	}
+	chans := p.channelHost()
 	router, err := runner.NewRouter(runner.Config{
 		Resolver: p.deploys, Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: p.loadAgent,
@@ -163,6 +164,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
 				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Events: bus,
 				Feedback: p.stores.Feedback,
+				Channels: chans,
 				Storage:  turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:   runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env, SecretHint: hint,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
@@ -251,14 +253,16 @@ func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 
 // runQueue processes the queue's tasks until ctx is done, after re-enqueueing builds left
 // queued. commits, when not nil, is shared with the API of this process (svc up); runs takes
-// the wake-ups of durable runs.
-func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, runs *engine.Engine) error {
+// the wake-ups of durable runs; router runs the channel tasks.
+func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, runs *engine.Engine, router *runner.Router) error {
 	if n, err := workers.RecoverBuilds(ctx, p.queue, p.deploys); err != nil {
 		p.log.Warn("re-enqueue queued builds", "err", err)
 	} else if n > 0 {
 		p.log.Info("re-enqueued queued builds", "count", n)
 	}
-	return p.queue.Run(ctx, p.buildMux(commits, runs))
+	mux := p.buildMux(commits, runs)
+	p.handleChannels(mux, router)
+	return p.queue.Run(ctx, mux)
 }
 
 func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logger) error {
@@ -299,7 +303,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 		func(ctx context.Context) error {
 			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { p.stopRouter(router, runs) })
 		},
-		func(ctx context.Context) error { return p.runQueue(ctx, commits, runs) },
+		func(ctx context.Context) error { return p.runQueue(ctx, commits, runs, router) },
 		p.revocations.Run,
 		p.keys.Run,
 	)
@@ -340,7 +344,7 @@ func roleWorker(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.L
 	}
 	defer p.stopRouter(router, runs)
 	fmt.Fprintf(cmd.OutOrStdout(), "svc %s worker on %s\n", version, redisAt)
-	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, runs) }, p.revocations.Run, p.keys.Run}
+	jobs := []func(context.Context) error{func(ctx context.Context) error { return p.runQueue(ctx, nil, runs, router) }, p.revocations.Run, p.keys.Run}
 	if cfg.MetricsAddr != "" {
 		// A worker has no HTTP side of its own: its build, queue and durable metrics are
 		// served here when asked for.
