@@ -26,7 +26,7 @@ func channelAgentDir(t testing.TB) string {
 
 // startChannelPlatform runs svc up with Slack's API at a fake and a deployed agent whose
 // secrets are set; it returns the platform, the fake and the agent's slug.
-func startChannelPlatform(t *testing.T) (*benchPlatform, *channelstest.Slack, string) {
+func startChannelPlatform(t testing.TB) (*benchPlatform, *channelstest.Slack, string) {
 	t.Helper()
 	fake := channelstest.NewSlack(t)
 	p := startPlatformAt(t, t.TempDir(), "--slack-api-url", fake.URL)

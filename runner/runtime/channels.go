@@ -423,9 +423,6 @@ func (c *channelRoutes) turn(ctx context.Context, m *channels.Message) error {
 		return err
 	}}
 	t.Run(ctx, sink)
-	if sink.err != nil {
-		return sink.err
-	}
 	parts := sink.parts
 	if text := strings.TrimSpace(sink.text.String()); text != "" {
 		parts = append([]channels.Part{channels.TextPart(text)}, parts...)
@@ -436,7 +433,10 @@ func (c *channelRoutes) turn(ctx context.Context, m *channels.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: render the answer: %v", ErrChannelDropped, err)
 	}
-	return c.post(ctx, channel, prefix, reqs)
+	if err := c.post(ctx, channel, prefix, reqs); err != nil {
+		return err
+	}
+	return sink.err // a prompt that could not be stored: the re-run sends the answer stored above
 }
 
 // channelSink collects a channel turn's answer, and sends its approvals as they come.

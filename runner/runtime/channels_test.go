@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/migrations/dbtest"
 	"svc/registry"
 	"svc/runner/channels"
@@ -51,7 +52,11 @@ type chanEnv struct {
 
 func startChannels(t *testing.T, vars map[string]string) *chanEnv {
 	t.Helper()
-	ag := loadAgent(t, "hello")
+	return startChannelsOf(t, loadAgent(t, "hello"), vars)
+}
+
+func startChannelsOf(t *testing.T, ag *agent.Agent, vars map[string]string) *chanEnv {
+	t.Helper()
 	ag.Config.Channels = &agent.ChannelsConfig{
 		Slack:    &agent.SlackChannel{SigningSecret: "env:SLACK_SIGNING_SECRET", BotToken: "env:SLACK_BOT_TOKEN"},
 		Telegram: &agent.TelegramChannel{SecretToken: "env:TG_SECRET", BotToken: "env:TG_TOKEN"},
@@ -302,5 +307,65 @@ func TestChannelApprovalPressedTwice(t *testing.T) {
 	}
 	if dups := e.slack.Duplicates(); len(dups) != 0 {
 		t.Errorf("duplicates %v", dups)
+	}
+}
+
+// An ask_user question reaches Telegram as an inline keyboard; the option pressed is the next
+// message of the chat, once: a second press is told it was answered.
+func TestChannelChoicePressedTwice(t *testing.T) {
+	ag, err := agent.LoadDir(agenttest.Write(t, map[string]string{
+		"svc.json":                  `{"name": "desk", "version": "1"}`,
+		"agents/default/AGENT.md":   "You are the front desk.",
+		"agents/default/agent.json": `{"name": "default", "tools": ["ask_user"]}`,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startChannelsOf(t, ag, nil)
+	ask := `/tool ask_user {"question": "Which plan?", "options": [{"value": "free", "label": "Free"}, {"value": "pro", "label": "Pro"}]}`
+	update := withText(t, "telegram/message.json", "What is the weather in Oslo?", strings.ReplaceAll(ask, `"`, `\"`))
+	if r := e.deliver(channelstest.TelegramDelivery(tgSecret, update), "/channels/telegram/webhook"); r.Status != http.StatusOK {
+		t.Fatalf("delivery: %d %v", r.Status, r.JSON)
+	}
+	e.drain()
+	sent := e.tg.Acknowledged(telegram.MethodSendMessage)
+	if len(sent) != 1 || !strings.Contains(string(sent[0].Body), "inline_keyboard") {
+		t.Fatalf("sent %v, want the question with its keyboard", sent)
+	}
+	var q struct {
+		ReplyMarkup struct {
+			InlineKeyboard [][]struct {
+				Text         string `json:"text"`
+				CallbackData string `json:"callback_data"`
+			} `json:"inline_keyboard"`
+		} `json:"reply_markup"`
+	}
+	if err := json.Unmarshal(sent[0].Body, &q); err != nil || len(q.ReplyMarkup.InlineKeyboard) != 2 {
+		t.Fatalf("keyboard %+v, %v", q, err)
+	}
+	cb, err := channels.DecodeCallback(q.ReplyMarkup.InlineKeyboard[1][0].CallbackData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	press := strings.ReplaceAll(string(channelstest.Fixture(t, "telegram/callback_query.json")), "ask_m4n5b6v7c8x9z0l1", cb.ID)
+	for i, want := range []string{"answered", "already_answered"} {
+		p := strings.Replace(press, `"update_id": 10003`, `"update_id": 1000`+string(rune('4'+i)), 1)
+		r := e.deliver(channelstest.TelegramDelivery(tgSecret, []byte(p)), "/channels/telegram/webhook")
+		if r.Status != http.StatusOK || r.JSON["outcome"] != want {
+			t.Fatalf("press %d: %d %v, want %s", i, r.Status, r.JSON, want)
+		}
+	}
+	e.drain()
+	var texts []string
+	for _, c := range e.tg.Acknowledged(telegram.MethodSendMessage) {
+		var m telegram.SendMessage
+		_ = json.Unmarshal(c.Body, &m)
+		texts = append(texts, m.Text)
+	}
+	if len(texts) != 2 || texts[1] != "echo: Pro" {
+		t.Errorf("messages %q, want the question, then the answer to the choice Pro", texts)
+	}
+	if n := len(e.tg.Acknowledged(telegram.MethodAnswerCallbackQuery)); n != 2 || len(e.tg.Duplicates()) != 0 {
+		t.Errorf("%d callback answers, duplicates %v; want one per press", n, e.tg.Duplicates())
 	}
 }
