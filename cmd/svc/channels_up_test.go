@@ -24,12 +24,12 @@ func channelAgentDir(t testing.TB) string {
 	})
 }
 
-// startChannelPlatform runs svc up with Slack's API at a fake and a deployed agent whose
-// secrets are set; it returns the platform, the fake and the agent's slug.
-func startChannelPlatform(t testing.TB) (*benchPlatform, *channelstest.Slack, string) {
+// startChannelPlatform runs svc up (with extra flags) with Slack's API at a fake and a deployed
+// agent whose secrets are set; it returns the platform, the fake and the agent's slug.
+func startChannelPlatform(t testing.TB, extra ...string) (*benchPlatform, *channelstest.Slack, string) {
 	t.Helper()
 	fake := channelstest.NewSlack(t)
-	p := startPlatformAt(t, t.TempDir(), "--slack-api-url", fake.URL)
+	p := startPlatformAt(t, t.TempDir(), append([]string{"--slack-api-url", fake.URL}, extra...)...)
 	a := newAgent(t, p, "desk", true)
 	for name, value := range map[string]string{"SLACK_SIGNING_SECRET": upSlackSecret, "SLACK_BOT_TOKEN": fake.Token} {
 		if err := admin(p).SetSecret(context.Background(), a.AgentID, name, value); err != nil {
