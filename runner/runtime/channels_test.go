@@ -369,3 +369,35 @@ func TestChannelChoicePressedTwice(t *testing.T) {
 		t.Errorf("%d callback answers, duplicates %v; want one per press", n, e.tg.Duplicates())
 	}
 }
+
+// A thread reply without a mention continues the thread's session when the agent is in it, and
+// is ignored otherwise.
+func TestChannelSlackThreadReplyNeedsTheSession(t *testing.T) {
+	e := startChannels(t, nil)
+	now := time.Now()
+	reply := channelstest.Fixture(t, "slack/message_thread.json")
+	if r := e.deliver(channelstest.SlackDelivery(slackSecret, reply, now), "/channels/slack/webhook"); r.Status != http.StatusOK {
+		t.Fatalf("reply before the mention: %d %v", r.Status, r.JSON)
+	}
+	e.drain()
+	if n := len(e.slack.Calls()); n != 0 {
+		t.Fatalf("%d calls for a thread the agent is not in, want none", n)
+	}
+	if r := e.deliver(channelstest.SlackDelivery(slackSecret, channelstest.Fixture(t, "slack/app_mention.json"), now), "/channels/slack/webhook"); r.Status != http.StatusOK {
+		t.Fatalf("mention: %d %v", r.Status, r.JSON)
+	}
+	again := withText(t, "slack/message_thread.json", "Ev0LAN9X2Q", "Ev0LAN9X2R")
+	if r := e.deliver(channelstest.SlackDelivery(slackSecret, again, now), "/channels/slack/webhook"); r.Status != http.StatusOK {
+		t.Fatalf("reply after the mention: %d %v", r.Status, r.JSON)
+	}
+	e.drain()
+	var texts []string
+	for _, c := range e.slack.Acknowledged(slack.MethodPostMessage) {
+		var m slack.PostMessage
+		_ = json.Unmarshal(c.Body, &m)
+		texts = append(texts, m.Text)
+	}
+	if len(texts) != 2 || texts[1] != "echo: and what about the delta?" {
+		t.Errorf("answers %q, want the mention's, then the thread reply's", texts)
+	}
+}
