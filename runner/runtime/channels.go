@@ -289,6 +289,10 @@ func (c *channelRoutes) press(w http.ResponseWriter, r *http.Request, a *channel
 		return err
 	}
 	if err := c.post(ctx, channel, c.key(channel, a.DeliveryID, "ack"), reqs); err != nil {
+		// The platform's retry of the press is taken, and acknowledged (already answered).
+		if ferr := c.host.Store.ForgetDelivery(context.WithoutCancel(ctx), c.agentID, channel, a.DeliveryID); ferr != nil {
+			c.log.ErrorContext(ctx, "channels: forget a press", "delivery_id", a.DeliveryID, "err", ferr)
+		}
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "outcome": outcome})
