@@ -245,6 +245,14 @@ func (c *channelRoutes) seen(ctx context.Context, channel, id string) (bool, err
 	return c.host.Store.SeeDelivery(ctx, c.agentID, channel, id)
 }
 
+// forget removes a recorded delivery whose work could not be queued, so that the platform's
+// retry is taken; a failure is logged (the retry is then refused as a duplicate).
+func (c *channelRoutes) forget(ctx context.Context, channel, id string) {
+	if err := c.host.Store.ForgetDelivery(context.WithoutCancel(ctx), c.agentID, channel, id); err != nil {
+		c.log.ErrorContext(ctx, "channels: forget a delivery", "channel", channel, "delivery_id", id, "err", err)
+	}
+}
+
 // accept dedupes a message and enqueues its turn. When it cannot be enqueued the delivery is
 // forgotten, so that the platform's retry is taken, and the answer is 503.
 func (c *channelRoutes) accept(w http.ResponseWriter, r *http.Request, m *channels.Message) error {
@@ -258,9 +266,7 @@ func (c *channelRoutes) accept(w http.ResponseWriter, r *http.Request, m *channe
 	}
 	if err := c.host.Turn(r.Context(), c.agentID, m); err != nil {
 		c.log.ErrorContext(r.Context(), "channels: enqueue a turn", "channel", m.Channel, "delivery_id", m.DeliveryID, "err", err)
-		if ferr := c.host.Store.ForgetDelivery(context.WithoutCancel(r.Context()), c.agentID, string(m.Channel), m.DeliveryID); ferr != nil {
-			c.log.ErrorContext(r.Context(), "channels: forget a delivery", "delivery_id", m.DeliveryID, "err", ferr)
-		}
+		c.forget(r.Context(), string(m.Channel), m.DeliveryID)
 		return &APIError{Code: CodeBusy, Message: "the message could not be queued; retry"}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
@@ -290,9 +296,7 @@ func (c *channelRoutes) press(w http.ResponseWriter, r *http.Request, a *channel
 	}
 	if err := c.post(ctx, channel, c.key(channel, a.DeliveryID, "ack"), reqs); err != nil {
 		// The platform's retry of the press is taken, and acknowledged (already answered).
-		if ferr := c.host.Store.ForgetDelivery(context.WithoutCancel(ctx), c.agentID, channel, a.DeliveryID); ferr != nil {
-			c.log.ErrorContext(ctx, "channels: forget a press", "delivery_id", a.DeliveryID, "err", ferr)
-		}
+		c.forget(ctx, channel, a.DeliveryID)
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "outcome": outcome})
@@ -330,9 +334,7 @@ func (c *channelRoutes) answer(ctx context.Context, a *channels.Action) (channel
 	m := &channels.Message{Channel: a.Channel, DeliveryID: a.DeliveryID, ConversationKey: a.ConversationKey, ScopeID: a.ScopeID,
 		User: a.User, Text: text, Addressed: true, Reply: a.Reply}
 	if err := c.host.Turn(ctx, c.agentID, m); err != nil {
-		if ferr := c.host.Store.ForgetDelivery(context.WithoutCancel(ctx), c.agentID, channel, "answer:"+a.ID); ferr != nil {
-			c.log.ErrorContext(ctx, "channels: forget an answer", "ask_id", a.ID, "err", ferr)
-		}
+		c.forget(ctx, channel, "answer:"+a.ID)
 		return "", err
 	}
 	return channels.AckAnswered, nil
