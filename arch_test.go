@@ -59,7 +59,7 @@ var dependsOn = map[string][]string{
 	"runner/handlers":       {"agent", "runner/durable", "runner/models", "runner/sandbox", "runner/sse", "runner/tools"},
 	"runner/sessions":       {"runner/loop", "runner/models"},
 	"runner/turn":           {"agent", "runner/access", "runner/approvals", "runner/loop", "runner/models", "runner/sessions", "runner/sse", "runner/tools"},
-	"runner/runtime": {"agent", "runner/access", "runner/approvals", "runner/attachments", "runner/connections", "runner/durable",
+	"runner/runtime": {"agent", "runner/access", "runner/approvals", "runner/attachments", "runner/channels", "runner/connections", "runner/durable",
 		"runner/durable/engine", "runner/events", "runner/handlers", "runner/loop", "runner/models", "runner/sandbox", "runner/sessions",
 		"runner/sse", "runner/stores", "runner/tools", "runner/turn"},
 }
@@ -127,7 +127,7 @@ var beyondDesign = map[string]map[string]string{
 		"auth":        "the runtime verifies runtime tokens",
 		"automations": "the automation routes decode and validate the record against the agent and check event signatures (automations.Decode, Validate, VerifyEvent)",
 		"errcode":     "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",
-		"registry":    "the runtime keeps feedback as registry.Feedback, and automations in registry.Automations",
+		"registry":    "the runtime keeps feedback as registry.Feedback, automations in registry.Automations, and the channels' deliveries and outbox in registry.Channels",
 	},
 }
 

@@ -34,6 +34,7 @@ type Config struct {
 	CI          *CIConfig           `json:"ci,omitempty"`
 	Scope       *ScopeConfig        `json:"scope,omitempty"`
 	Guardrails  *Guardrails         `json:"guardrails,omitempty"`
+	Channels    *ChannelsConfig     `json:"channels,omitempty"`
 }
 
 // ModelRef names a model of a provider. APIKey and BaseURL may be env: references.

@@ -43,13 +43,14 @@ func DeployFilterOf(fsys fs.FS) (*DeployFilter, error) {
 	return cfg.CI.Deploy, nil
 }
 
-// parseConfig decodes and validates svc.json.
-func parseConfig(file string, data []byte, c *collector) Config {
+// parseConfig decodes and validates svc.json, and returns the positions of its fields for the
+// checks of references made later.
+func parseConfig(file string, data []byte, c *collector) (Config, *jsonDoc) {
 	var cfg Config
 	doc, issues := decodeJSONStrict(data, &cfg)
 	c.addJSON(file, issues)
 	if len(issues) > 0 && len(doc.lines) == 0 {
-		return cfg // not JSON at all: the "missing field" problems would only repeat that
+		return cfg, doc // not JSON at all: the "missing field" problems would only repeat that
 	}
 	doc.require(c, file, "name", strings.TrimSpace(cfg.Name) == "", "")
 	doc.require(c, file, "version", strings.TrimSpace(cfg.Version) == "", "")
@@ -68,6 +69,7 @@ func parseConfig(file string, data []byte, c *collector) Config {
 			}
 		}
 	}
+	checkChannels(file, cfg.Channels, doc, c)
 	if g := cfg.Guardrails; g != nil && g.PreInput != nil {
 		checkPatterns(file, "guardrails.preInput.block", g.PreInput.Block, false, doc, c)
 		checkPatterns(file, "guardrails.preInput.redact", g.PreInput.Redact, true, doc, c)
@@ -84,7 +86,7 @@ func parseConfig(file string, data []byte, c *collector) Config {
 			}
 		}
 	}
-	return cfg
+	return cfg, doc
 }
 
 // checkPatterns reports every guardrail pattern of list that does not compile, with its line.

@@ -83,11 +83,23 @@ func TestConfigProblems(t *testing.T) {
 "models": {"main": {"provider": "openai", "model": "m",
   "effort": "extreme"}}}`),
 			want: []Problem{{File: "svc.json", Line: 3, Message: `field "models.main.effort" must be low, medium or high; got "extreme"`}}},
+		{name: "channels", files: svc(`{"name": "t", "version": "1", "channels": {
+  "slack": {"signingSecret": "abc", "botToken": "env:SLACK_BOT_TOKEN", "agent": "nobody"},
+  "telegram": {"secretToken": "env:TG_SECRET"},
+  "webhook": {"secret": "env:HOOK", "replyUrl": "env:HOOK_URL", "colour": 1}}}`),
+			want: []Problem{
+				{File: "svc.json", Line: 2, Message: `field "channels.slack.signingSecret" must be an env: reference such as "env:NAME"; secrets do not belong in source`},
+				{File: "svc.json", Line: 2, Message: `field "channels.slack.agent": unknown agent "nobody": no folder agents/nobody with an AGENT.md`},
+				{File: "svc.json", Line: 3, Message: `missing required field "channels.telegram.botToken" (an env: reference such as "env:NAME")`},
+				{File: "svc.json", Line: 4, Message: `unknown field "channels.webhook.colour"`},
+			}},
 		{name: "valid optional parts", files: svc(`{"name": "t", "version": "1", "description": "d", "basePrompt": "p",
   "models": {"main": {"provider": "openai-compatible", "model": "m", "baseUrl": "http://127.0.0.1:8080/v1", "apiKey": "env:KEY_1", "effort": "low"},
              "alt": {"provider": "echo"}, "env": {"provider": "openai", "model": "m", "baseUrl": "env:OPENAI_BASE"}},
   "stores": {"backend": "postgres", "url": "env:DB_URL"}, "scope": {"requireScope": true},
-  "ci": {"deploy": {"branches": ["main", "release/*", "v[0-9]*"]}}}`)},
+  "ci": {"deploy": {"branches": ["main", "release/*", "v[0-9]*"]}},
+  "channels": {"slack": {"signingSecret": "env:SLACK_SIGNING_SECRET", "botToken": "env:SLACK_BOT_TOKEN"},
+    "telegram": {"secretToken": "env:TG_SECRET", "botToken": "env:TG_TOKEN"}, "webhook": {"secret": "env:HOOK", "replyUrl": "env:HOOK_URL"}}}`)},
 	})
 }
 

@@ -108,7 +108,8 @@ func ProviderKeyVar(provider string) string {
 }
 
 // EnvRefs returns every env: reference of the agent, in a fixed order: svc.json models (by
-// key), then stores.url (when the backend is a database), then each connection (by name): its
+// key), then stores.url (when the backend is a database), then the channels' settings (slack,
+// telegram, webhook), then each connection (by name): its
 // baseUrl and its auth headers and query values (by name). A stores.url of backend memory is
 // left out: it is not used.
 func (a *Agent) EnvRefs() []EnvRef {
@@ -128,6 +129,12 @@ func (a *Agent) EnvRefs() []EnvRef {
 	}
 	if s := a.Config.Stores; s != nil && s.Backend != BackendMemory {
 		add(ConfigFile, "stores.url", "the store tools and store routes", s.URL)
+	}
+	for _, name := range []string{ChannelSlack, ChannelTelegram, ChannelWebhook} {
+		entry, _ := a.Config.Channels.Channel(name)
+		for _, set := range entry.Settings {
+			add(ConfigFile, set.Field, "channel "+name, set.Value)
+		}
 	}
 	for _, name := range sortedKeys(a.Connections) {
 		cn := a.Connections[name]

@@ -21,7 +21,7 @@ func isSVCKind(kind string) bool {
 // parse reads every known file of the listed tree, then checks the references between them.
 func (l *loader) parse() {
 	if data, ok := l.read(ConfigFile); ok {
-		l.agent.Config = parseConfig(ConfigFile, data, &l.c)
+		l.agent.Config, l.configDoc = parseConfig(ConfigFile, data, &l.c)
 	} else if !l.tooBig[ConfigFile] {
 		l.c.add(ConfigFile, 0, "missing %s (the agent's config file)", ConfigFile)
 	}
@@ -39,6 +39,7 @@ func (l *loader) parse() {
 	l.parseAgents()
 	l.parseEvals()
 	l.checkReferences()
+	l.checkChannelAgents(l.configDoc)
 }
 
 // subdirs returns the sorted names of the folders directly under parent.

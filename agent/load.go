@@ -103,6 +103,7 @@ type loader struct {
 	dirs      map[string]bool // every directory
 	tooBig    map[string]bool // files over MaxFileSize, not read
 	// JSON positions of files checked again after everything is parsed.
+	configDoc *jsonDoc // svc.json's
 	toolDocs  map[string]*jsonDoc
 	agentDocs map[string]*jsonDoc
 }

@@ -33,6 +33,8 @@ type Stores struct {
 	// Automations are the agents' schedules and triggers (CONTRACT §9), their fires and the
 	// event ids they saw.
 	Automations *Automations
+	// Channels are the messaging channels' deliveries seen and their outbox of replies.
+	Channels *Channels
 
 	db *gorm.DB
 }
@@ -46,7 +48,7 @@ func NewStores(db *gorm.DB, cipher *Cipher, objects Objects, normalize func(stri
 		CommitStatuses: NewCommitStatuses(db), Deployments: NewDeployments(db), BuildLogs: NewBuildLogs(db),
 		Feedback: NewFeedback(db), Sessions: NewSessions(db), EvalRuns: NewEvalRuns(db), Runs: NewRuns(db),
 		Tokens: NewTokens(db), APIKeys: NewAPIKeys(db), Access: NewAccess(db),
-		BrowserSessions: NewBrowserSessions(db), Automations: withCipher(NewAutomations(db), cipher), db: db,
+		BrowserSessions: NewBrowserSessions(db), Automations: withCipher(NewAutomations(db), cipher), Channels: NewChannels(db), db: db,
 	}
 }
 

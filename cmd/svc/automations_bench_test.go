@@ -98,7 +98,7 @@ func BenchmarkAutomationMinute(b *testing.B) {
 func benchMinute(b *testing.B, store, shape string) {
 	dir := b.TempDir()
 	url := "sqlite:" + filepath.Join(dir, "svc.db")
-	args := []string{"--automation-concurrency", "64"}
+	args := []string{"--turn-concurrency", "64"}
 	if store == "postgres" {
 		url = dbtest.PostgresURL(b)
 		args = append(args, "--database-url", url, "--redis-url", dbtest.RedisURL())

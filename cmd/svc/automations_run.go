@@ -13,14 +13,18 @@ import (
 	"svc/workers"
 )
 
-// fireQueue is the asynq queue of automation fires, beside the builds' "svc".
-const fireQueue = "svc-automations"
+// turnQueue is the asynq queue of the turns the platform runs itself, beside the builds' "svc".
+const turnQueue = "svc-turns"
+
+// turnTasks are the task types of the turns lane: under svc up, the jobs the turn lane of the
+// database queue claims, and the others leave.
+var turnTasks = []string{workers.TaskAutomationFire, workers.TaskChannelTurn, workers.TaskChannelSend}
 
 // automationHost is what the runtimes of this process need for /api/automations: the store and
 // the platform queue their fires run through.
 func (p *platform) automationHost() *runtime.Automations {
 	return &runtime.Automations{Store: p.stores.Automations, Fire: func(ctx context.Context, f runtime.AutomationFire) error {
-		return workers.EnqueueAutomationFire(ctx, p.fires, workers.AutomationFireTask{AutomationID: f.AutomationID, FireTime: f.FireTime, Trigger: f.Trigger})
+		return workers.EnqueueAutomationFire(ctx, p.turns, workers.AutomationFireTask{AutomationID: f.AutomationID, FireTime: f.FireTime, Trigger: f.Trigger})
 	}}
 }
 

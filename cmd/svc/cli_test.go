@@ -117,7 +117,7 @@ func isExit(err error) bool {
 func admin(p *benchPlatform) *client.Client { return client.New(p.url, p.token, nil) }
 
 // newAgent creates an agent named slug, with autoPromoteProduction when autoPromote is set.
-func newAgent(t *testing.T, p *benchPlatform, slug string, autoPromote bool) client.Agent {
+func newAgent(t testing.TB, p *benchPlatform, slug string, autoPromote bool) client.Agent {
 	t.Helper()
 	ctx := context.Background()
 	a, err := admin(p).CreateAgent(ctx, slug, "")
@@ -146,7 +146,7 @@ func newGitAgent(t *testing.T, p *benchPlatform, slug, fixture string) (client.A
 }
 
 // deployDir uploads dir as the agent's newest source version and deploys it to env (see redeploy).
-func deployDir(t *testing.T, p *benchPlatform, agentID, dir, env string) client.Deployment {
+func deployDir(t testing.TB, p *benchPlatform, agentID, dir, env string) client.Deployment {
 	t.Helper()
 	if _, err := admin(p).UploadDir(context.Background(), agentID, dir); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func deployDir(t *testing.T, p *benchPlatform, agentID, dir, env string) client.
 }
 
 // redeploy starts a build and returns its deployment once it has settled (ready or failed).
-func redeploy(t *testing.T, p *benchPlatform, req client.RedeployRequest) client.Deployment {
+func redeploy(t testing.TB, p *benchPlatform, req client.RedeployRequest) client.Deployment {
 	t.Helper()
 	ctx := context.Background()
 	rd, err := admin(p).Redeploy(ctx, req)

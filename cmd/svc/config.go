@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"svc/migrations"
+	"svc/runner/channels/slack"
+	"svc/runner/channels/telegram"
 	"svc/runner/runtime"
 	"svc/runner/sandbox"
 
@@ -26,43 +28,45 @@ import (
 // Config is every setting of the svc binary. Each is one flag, one environment variable and one
 // default, declared once in settings(); the README's reference table lists the same.
 type Config struct {
-	Addr                  string
-	AppsDomain            string
-	DataDir               string
-	DatabaseURL           string
-	RedisURL              string
-	S3Endpoint            string
-	S3Bucket              string
-	S3AccessKey           string
-	S3SecretKey           string
-	S3UseSSL              bool
-	BootstrapAdmin        string
-	SigningKey            string
-	SecretKey             string
-	DefaultModel          string
-	LogFormat             string
-	LogLevel              string
-	BuildConcurrency      int
-	QueuePollInterval     time.Duration
-	AutomationTick        time.Duration
-	AutomationConcurrency int
-	MetricsAddr           string
-	MetricsToken          string
-	RuntimeIdleMinutes    int
-	SessionStorageMB      int64
-	AgentStorageMB        int64
-	BodyMemoryMB          int64
-	ApprovalTimeout       time.Duration
-	HandlerTimeout        time.Duration
-	HandlerMemoryMB       int
-	HandlerProcs          int
-	EvalMaxTokens         int
-	PublicURL             string
-	AllowMetadata         bool
-	CompositeMaxDepth     int
-	CompositeMaxCalls     int
-	EvalJudgeModel        string
-	EvalRuns              int
+	Addr               string
+	AppsDomain         string
+	DataDir            string
+	DatabaseURL        string
+	RedisURL           string
+	S3Endpoint         string
+	S3Bucket           string
+	S3AccessKey        string
+	S3SecretKey        string
+	S3UseSSL           bool
+	BootstrapAdmin     string
+	SigningKey         string
+	SecretKey          string
+	DefaultModel       string
+	LogFormat          string
+	LogLevel           string
+	BuildConcurrency   int
+	QueuePollInterval  time.Duration
+	AutomationTick     time.Duration
+	TurnConcurrency    int
+	MetricsAddr        string
+	MetricsToken       string
+	RuntimeIdleMinutes int
+	SessionStorageMB   int64
+	AgentStorageMB     int64
+	BodyMemoryMB       int64
+	ApprovalTimeout    time.Duration
+	HandlerTimeout     time.Duration
+	HandlerMemoryMB    int
+	HandlerProcs       int
+	EvalMaxTokens      int
+	PublicURL          string
+	AllowMetadata      bool
+	CompositeMaxDepth  int
+	CompositeMaxCalls  int
+	EvalJudgeModel     string
+	EvalRuns           int
+	SlackAPIURL        string
+	TelegramAPIURL     string
 }
 
 type setting struct {
@@ -135,12 +139,12 @@ func settings() []setting {
 				c.QueuePollInterval = d
 				return err
 			}},
-		{flag: "automation-concurrency", roles: forUp | forWorker, kind: "int", env: "SVC_AUTOMATION_CONCURRENCY", def: "16", help: "automation runs (each a turn) run at once by one worker, in their own queue lane apart from builds", bind: func(c *Config, v string) error {
+		{flag: "turn-concurrency", roles: forUp | forWorker, kind: "int", env: "SVC_TURN_CONCURRENCY", def: "16", help: "turns the platform runs itself (automation fires, channel messages and replies) run at once by one worker, in their own queue lane apart from builds", bind: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err == nil && (n < 1 || n > 1024) {
 				err = errors.New("must be from 1 to 1024")
 			}
-			c.AutomationConcurrency = n
+			c.TurnConcurrency = n
 			return err
 		}},
 		{flag: "automation-tick", roles: forUp | forWorker, kind: "duration", env: "SVC_AUTOMATION_TICK", def: "1s", help: "how often a worker looks for due automations (a Go duration, 100ms to 1m): the most a fire waits past its time, besides the queue; a queued fire whose task was lost is enqueued again after ten of these",
@@ -221,6 +225,10 @@ func settings() []setting {
 				c.PublicURL = v
 				return nil
 			}},
+		{flag: "slack-api-url", roles: runtimes, env: "SVC_SLACK_API_URL", def: slack.DefaultBaseURL, help: "root of Slack's Web API the messaging channels post replies to (tests, proxies)",
+			bind: apiURL(func(c *Config) *string { return &c.SlackAPIURL })},
+		{flag: "telegram-api-url", roles: runtimes, env: "SVC_TELEGRAM_API_URL", def: telegram.DefaultBaseURL, help: "root of Telegram's Bot API the messaging channels post replies to (tests, proxies, a local Bot API server)",
+			bind: apiURL(func(c *Config) *string { return &c.TelegramAPIURL })},
 		{flag: "eval-runs", roles: forUp | forWorker, kind: "int", env: "SVC_EVAL_RUNS", def: "1", help: "how many times each eval runs; it passes when every run passes (1 to 10)",
 			bind: bounded(1, 10, func(c *Config) *int { return &c.EvalRuns })},
 		{flag: "approval-timeout", roles: runtimes, kind: "duration", env: "SVC_APPROVAL_TIMEOUT", def: "10m", help: "how long a tool call waits for the user's approval before it is denied (a Go duration, 1s to 168h)",
@@ -239,6 +247,18 @@ func settings() []setting {
 			bind: bounded(MinHandlerMemoryMB, MaxHandlerMemoryMB, func(c *Config) *int { return &c.HandlerMemoryMB })},
 		{flag: "handler-procs", roles: runtimes, kind: "int", env: "SVC_HANDLER_PROCS", def: strconv.Itoa(sandbox.DefaultMaxProcs), help: "sandbox worker processes that run calls of tools of svc/tools at once, per process (1 to 256); one agent holds at most half of them",
 			bind: bounded(1, 256, func(c *Config) *int { return &c.HandlerProcs })},
+	}
+}
+
+// apiURL binds an absolute http(s) URL, kept without a trailing slash.
+func apiURL(field func(c *Config) *string) func(c *Config, v string) error {
+	return func(c *Config, v string) error {
+		v = strings.TrimRight(v, "/")
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("want an absolute http or https URL")
+		}
+		*field(c) = v
+		return nil
 	}
 }
 

@@ -49,7 +49,7 @@ type platform struct {
 	// keys checks ak_ agent API keys for the runtimes (runners): cached, with revocations polled.
 	keys    *auth.Keys
 	queue   workers.Queue
-	fires   workers.Queue // the lane of automation fires (workers.TaskAutomationFire)
+	turns   workers.Queue // the lane of the turns the platform runs itself (turnTasks)
 	closers []func() error
 	// metrics is the process's Prometheus registry: the API's and the runtimes' metrics, on
 	// GET /metrics of the platform's host (and of a runner's own host).
@@ -194,7 +194,8 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 	p.metrics = prometheus.NewRegistry()
 	p.deploys = p.stores.Deployments
 
-	// 4. Queue, in two lanes: automation fires (each a turn, many at once) apart from builds,
+	// 4. Queue, in two lanes: the turns the platform runs itself (automation fires, channel
+	// messages and replies; many at once) apart from builds,
 	// evals and wake-ups, so that neither waits behind the other.
 	if cfg.RedisURL != "" {
 		q, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Concurrency: cfg.BuildConcurrency, PollInterval: cfg.QueuePollInterval, Logger: log})
@@ -203,11 +204,11 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 		}
 		p.queue = q
 		p.closers = append(p.closers, q.Close)
-		fq, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Queue: fireQueue, Concurrency: cfg.AutomationConcurrency, PollInterval: cfg.QueuePollInterval, Logger: log})
+		fq, err := asynqqueue.New(asynqqueue.Config{RedisURL: cfg.RedisURL, Queue: turnQueue, Concurrency: cfg.TurnConcurrency, PollInterval: cfg.QueuePollInterval, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("queue (REDIS_URL): %w", err)
 		}
-		p.fires = fq
+		p.turns = fq
 		p.closers = append(p.closers, fq.Close)
 	} else {
 		// The data dir names the instance: a restart after a kill -9 takes back at once the
@@ -216,13 +217,13 @@ func openPlatform(ctx context.Context, cfg Config, log *slog.Logger, embedded bo
 		if err != nil {
 			return nil, fmt.Errorf("queue: data dir: %w", err)
 		}
-		lane := []string{workers.TaskAutomationFire}
+		lane := turnTasks
 		q, err := dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.BuildConcurrency, Logger: log, Instance: instance, ExceptTypes: lane})
 		if err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
 		p.queue = q
-		if p.fires, err = dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.AutomationConcurrency, Logger: log, Instance: instance, Types: lane}); err != nil {
+		if p.turns, err = dbqueue.New(p.db, dbqueue.Config{Concurrency: cfg.TurnConcurrency, Logger: log, Instance: instance, Types: lane}); err != nil {
 			return nil, fmt.Errorf("queue: %w", err)
 		}
 	}

@@ -146,6 +146,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	if err != nil {
 		return nil, nil, err
 	}
+	chans := p.channelHost()
 	router, err := runner.NewRouter(runner.Config{
 		Resolver: p.deploys, Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: p.loadAgent,
@@ -164,7 +165,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
 				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Events: bus,
-				Feedback: p.stores.Feedback, Automations: automations,
+				Feedback: p.stores.Feedback, Automations: automations, Channels: chans,
 				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env, SecretHint: hint,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,
@@ -252,24 +253,25 @@ func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 }
 
 // runQueue processes the queue's tasks until ctx is done, after re-enqueueing builds left
-// queued, and the automation fires of their own lane, which its scheduler enqueues. commits,
-// when not nil, is shared with the API of this process (svc up); runs takes the wake-ups of
-// durable runs and router runs the fires.
+// queued, and the turns lane: the automation fires its scheduler enqueues and the channels'
+// messages and replies. commits, when not nil, is shared with the API of this process (svc up);
+// runs takes the wake-ups of durable runs, and router runs the turns.
 func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, router *runner.Router, runs *engine.Engine) error {
 	if n, err := workers.RecoverBuilds(ctx, p.queue, p.deploys); err != nil {
 		p.log.Warn("re-enqueue queued builds", "err", err)
 	} else if n > 0 {
 		p.log.Info("re-enqueued queued builds", "count", n)
 	}
-	fires := workers.NewServeMux()
-	fires.Handle(workers.TaskAutomationFire, workers.NewAutomationFireHandler(workers.AutomationFireConfig{
-		Automations: p.stores.Automations, Queue: p.fires, Run: p.runAutomation(router), Metrics: p.automationMetrics, Logger: p.log,
+	turns := workers.NewServeMux()
+	turns.Handle(workers.TaskAutomationFire, workers.NewAutomationFireHandler(workers.AutomationFireConfig{
+		Automations: p.stores.Automations, Queue: p.turns, Run: p.runAutomation(router), Metrics: p.automationMetrics, Logger: p.log,
 	}))
-	scheduler := workers.NewScheduler(workers.SchedulerConfig{Automations: p.stores.Automations, Queue: p.fires,
+	p.handleChannels(turns, router)
+	scheduler := workers.NewScheduler(workers.SchedulerConfig{Automations: p.stores.Automations, Queue: p.turns,
 		Interval: p.cfg.AutomationTick, StaleAfter: 10 * p.cfg.AutomationTick, Metrics: p.automationMetrics, Logger: p.log})
 	return runGroup(ctx,
 		func(ctx context.Context) error { return p.queue.Run(ctx, p.buildMux(commits, runs)) },
-		func(ctx context.Context) error { return p.fires.Run(ctx, fires) },
+		func(ctx context.Context) error { return p.turns.Run(ctx, turns) },
 		scheduler.Run,
 	)
 }

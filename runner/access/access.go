@@ -17,6 +17,7 @@ const (
 	MethodAPIKey         Method = "api_key"         // an ak_ agent API key
 	MethodBrowserSession Method = "browser_session" // the svc_session cookie of the sign-in flow
 	MethodOIDCToken      Method = "oidc_token"      // a bearer JWT of the agent's identity provider
+	MethodChannel        Method = "channel"         // a verified delivery of a messaging channel (svc.json channels)
 )
 
 // Conditions callers branch on. Each names the answer the runtime gives (CONTRACT §8).

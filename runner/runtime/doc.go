@@ -15,4 +15,11 @@
 // call the Engine's Get, Prepare, Queue, Update and Delete under the same rules. This package
 // turns the frames into SSE, the /chat/sync answer or the AI SDK stream, and a refusal
 // (*turn.Error) into its error code.
+//
+// The messaging channels (channels.go) are the one entry point that does not answer in its
+// request: the route verifies, dedupes and enqueues, and RunChannel, called by a queue task on
+// whichever process takes it, runs the turn and sends the reply. Replies go through an outbox
+// drained by one send task per reply (not one per row), because the parts of a split answer must
+// arrive in their order: a part that waits (a 429, a backoff) holds back those after it, which one
+// task per row could not promise.
 package runtime

@@ -33,6 +33,7 @@ const (
 	CodeAgentFull       = "agent_storage_full"
 	CodeBusy            = "server_busy"
 	CodeStoreDown       = "store_unavailable"
+	CodeChannelDown     = "channel_unavailable"
 	CodeProviderDown    = "identity_provider_unavailable"
 	CodeInternal        = "internal"
 )
@@ -59,6 +60,7 @@ var catalog = map[string]struct {
 	CodeAgentFull:       {http.StatusTooManyRequests, "the agent's sessions hold as much as an agent may"},
 	CodeBusy:            {http.StatusServiceUnavailable, "the runtime is busy; retry in a few seconds"},
 	CodeStoreDown:       {http.StatusServiceUnavailable, "the agent's stores database is unavailable"},
+	CodeChannelDown:     {http.StatusServiceUnavailable, "the messaging channel's settings are not set"},
 	CodeProviderDown:    {http.StatusBadGateway, "the agent's identity provider could not be reached"},
 	CodeInternal:        {http.StatusInternalServerError, "internal error"},
 }

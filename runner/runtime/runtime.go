@@ -136,6 +136,10 @@ type Options struct {
 	// Automations serves /api/automations and fires store triggers (CONTRACT §9); share one
 	// among the runtimes of a process. nil: the routes answer 404 saying why (svc dev).
 	Automations *Automations
+	// Channels serves the messaging channels of svc.json (/channels/...) and runs their
+	// background work (RunChannel); share one among the runtimes of a process. nil: the routes
+	// answer 404 saying why (svc dev).
+	Channels *Channels
 	// MaxTurns is the model-turn limit of a run; 0 means 50.
 	MaxTurns int
 	// IdleTimeout evicts live sessions (and expires prepared ones); 0 means 30 minutes.
@@ -195,6 +199,7 @@ type Runtime struct {
 	unsubscribe    func() // from Options.Events
 	signin         *signinRoutes
 	auto           *automationRoutes
+	channels       *channelRoutes
 
 	done   chan struct{}
 	closed sync.Once
@@ -304,6 +309,8 @@ func New(opts Options) (*Runtime, error) {
 	}
 	rt.dep = engine.Deployment{AgentID: opts.AgentID, DeployID: opts.DeployID, Tool: durableTool(rt.ag, opts.DeployID, rt.durableHandler), Notify: rt.bus.publish}
 	rt.signin = &signinRoutes{cfg: opts.Access, agentID: opts.AgentID, env: opts.Env, log: rt.log}
+	rt.channels = &channelRoutes{host: opts.Channels, cfg: rt.ag.Config.Channels, agentID: opts.AgentID, env: opts.Env, hint: opts.SecretHint,
+		hub: rt.hub, turns: rt.turns, store: rt.store, now: rt.now, log: rt.log}
 	rt.routes()
 	rt.detach = rt.runs.Attach(rt.dep)
 	rt.wg.Add(1)
@@ -423,6 +430,8 @@ func (rt *Runtime) routes() {
 	m.Handle("POST /api/automations/{id}/run", rt.handle(rt.auto.run))
 	m.Handle("GET /api/automations/{id}/runs", rt.handle(rt.auto.runs))
 	m.Handle("POST /api/automations/{id}/events", plain(rt.log, rt.auto.event))
+	m.Handle("POST /channels/{channel}/webhook", plain(rt.log, rt.channels.webhook))
+	m.Handle("POST /channels/slack/interactive", plain(rt.log, rt.channels.interactive))
 	m.Handle("GET /auth/login", plain(rt.log, rt.signin.login))
 	m.Handle("GET /auth/callback", plain(rt.log, rt.signin.callback))
 	m.Handle("GET /auth/me", rt.handle(rt.signin.me))

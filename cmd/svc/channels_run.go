@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"svc/faults"
+	"svc/registry"
+	"svc/runner"
+	"svc/runner/channels"
+	"svc/runner/runtime"
+	"svc/workers"
+)
+
+// The messaging channels on the platform: a runtime's channel routes record a delivery and
+// enqueue its turn (channel:turn); a worker runs the turn on the agent's active production
+// deployment, stores the reply's calls in the outbox and enqueues their sending (channel:send),
+// which a worker does through the same runtime (the bot tokens are the agent's secrets). A
+// worker that dies mid-turn loses nothing: the task runs again after its lease, and the outbox's
+// idempotency keys keep a re-run from sending a reply twice.
+
+// channelHost is what every runtime of the process is given for its channels: the registry's
+// store and the queue.
+func (p *platform) channelHost() *runtime.Channels {
+	return &runtime.Channels{
+		Store: p.stores.Channels,
+		Turn: func(ctx context.Context, agentID string, m *channels.Message) error {
+			msg, err := json.Marshal(m)
+			if err != nil {
+				return fmt.Errorf("encode a channel message: %w", err)
+			}
+			return workers.EnqueueChannelTurn(ctx, p.turns, workers.ChannelTurn{AgentID: agentID, Channel: string(m.Channel), DeliveryID: m.DeliveryID, Message: msg})
+		},
+		Send: func(ctx context.Context, agentID string, s runtime.ChannelSend) error {
+			return workers.EnqueueChannelSend(ctx, p.turns, workers.ChannelSend{AgentID: agentID, Channel: s.Channel, Outbox: s.Outbox, At: s.At})
+		},
+		SlackAPI: p.cfg.SlackAPIURL, TelegramAPI: p.cfg.TelegramAPIURL,
+	}
+}
+
+// channelRunner is the part of a runtime the channel tasks use.
+type channelRunner interface {
+	RunChannel(ctx context.Context, task runtime.ChannelTask) error
+}
+
+// handleChannels routes the channel tasks of mux to the runtimes of router.
+func (p *platform) handleChannels(mux *workers.ServeMux, router *runner.Router) {
+	h := &workers.ChannelHandler{
+		Turn: func(ctx context.Context, t workers.ChannelTurn) error {
+			var m channels.Message
+			if err := json.Unmarshal(t.Message, &m); err != nil {
+				return fmt.Errorf("%w: channel message: %v", workers.ErrSkipRetry, err)
+			}
+			faults.Point("channel.turn")
+			return p.runChannel(ctx, router, t.AgentID, runtime.ChannelTask{Message: &m})
+		},
+		Send: func(ctx context.Context, s workers.ChannelSend) error {
+			return p.runChannel(ctx, router, s.AgentID, runtime.ChannelTask{Send: &runtime.ChannelSend{Channel: s.Channel, Outbox: s.Outbox, At: s.At}})
+		},
+	}
+	mux.Handle(workers.TaskChannelTurn, h)
+	mux.Handle(workers.TaskChannelSend, h)
+}
+
+// runChannel does task on the runtime of agentID's active production deployment. Work that
+// cannot succeed (no deployment any more, the channel gone from svc.json) is not retried.
+func (p *platform) runChannel(ctx context.Context, router *runner.Router, agentID string, task runtime.ChannelTask) error {
+	d, err := p.deploys.Active(ctx, agentID, "production")
+	if errors.Is(err, registry.ErrNoActive) {
+		return fmt.Errorf("%w: agent %s has no active production deployment", workers.ErrSkipRetry, agentID)
+	}
+	if err != nil {
+		return err
+	}
+	rt, err := router.Deployment(ctx, d.ID)
+	if err != nil {
+		return fmt.Errorf("load deployment %s: %w", d.ID, err)
+	}
+	cr, ok := rt.(channelRunner)
+	if !ok {
+		return fmt.Errorf("%w: the runtime of deployment %s runs no channels", workers.ErrSkipRetry, d.ID)
+	}
+	if err := cr.RunChannel(ctx, task); err != nil {
+		if errors.Is(err, runtime.ErrChannelDropped) {
+			p.log.WarnContext(ctx, "channel work dropped", "agent_id", agentID, "err", err)
+			return fmt.Errorf("%w: %v", workers.ErrSkipRetry, err)
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"svc/auth"
+)
+
+// ErrOutboxNotFound means no outbox entry has that id.
+var ErrOutboxNotFound = errors.New("registry: channel outbox entry not found")
+
+// OutboxStatus is where an outbox entry is.
+type OutboxStatus string
+
+// The statuses of an outbox entry.
+const (
+	OutboxPending OutboxStatus = "pending" // not sent yet (maybe tried: Attempts, LastError)
+	OutboxSent    OutboxStatus = "sent"    // the platform accepted it: never sent again
+	OutboxFailed  OutboxStatus = "failed"  // the platform refused it for good (LastError says why)
+)
+
+// OutboxEntry is one call of a messaging platform's API that a reply needs (a message, a prompt
+// with buttons, the acknowledgement of a press), stored before it is sent.
+type OutboxEntry struct {
+	ID      string
+	AgentID string
+	Channel string
+	// IdempotencyKey names the call across re-runs of what made it: a second entry of the same
+	// key is the first one.
+	IdempotencyKey string
+	// Request is the call as the channel's Render made it (a channels.Request).
+	Request       json.RawMessage
+	Status        OutboxStatus
+	Attempts      int
+	NextAttemptAt time.Time
+	LastError     string
+	CreatedAt     time.Time
+}
+
+// outboxRow is a row of channel_outbox.
+type outboxRow struct {
+	ID             string `gorm:"primaryKey"`
+	AgentID        string
+	Channel        string
+	IdempotencyKey string
+	Request        string
+	Status         OutboxStatus
+	Attempts       int
+	NextAttemptAt  time.Time
+	LastError      string
+	CreatedAt      time.Time
+}
+
+// TableName names the table of outboxRow.
+func (outboxRow) TableName() string { return "channel_outbox" }
+
+func (r outboxRow) entry() OutboxEntry {
+	return OutboxEntry{ID: r.ID, AgentID: r.AgentID, Channel: r.Channel, IdempotencyKey: r.IdempotencyKey, Request: json.RawMessage(r.Request),
+		Status: r.Status, Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt}
+}
+
+// deliveryRow is a row of channel_deliveries.
+type deliveryRow struct {
+	AgentID    string `gorm:"primaryKey"`
+	Channel    string `gorm:"primaryKey"`
+	DeliveryID string `gorm:"primaryKey"`
+	SeenAt     time.Time
+}
+
+// TableName names the table of deliveryRow.
+func (deliveryRow) TableName() string { return "channel_deliveries" }
+
+// Channels stores what the messaging channels keep: the deliveries seen (their dedupe) and the
+// outbox of replies. Every method is safe for concurrent use by any number of processes on one
+// database: a duplicate delivery and a duplicate outbox entry are refused by a key of the table,
+// not by the caller.
+type Channels struct {
+	db  *gorm.DB
+	now func() time.Time
+}
+
+// NewChannels returns the channel store over db.
+func NewChannels(db *gorm.DB) *Channels {
+	return &Channels{db: db, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// SeeDelivery records delivery id of an agent's channel and reports whether it was recorded
+// already (a duplicate: the platform's retry, or another runner's copy).
+func (s *Channels) SeeDelivery(ctx context.Context, agentID, channel, id string) (duplicate bool, err error) {
+	row := deliveryRow{AgentID: agentID, Channel: channel, DeliveryID: id, SeenAt: s.now()}
+	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+	if res.Error != nil {
+		return false, fmt.Errorf("record %s delivery %s: %w", channel, id, res.Error)
+	}
+	return res.RowsAffected == 0, nil
+}
+
+// ForgetDelivery removes a recorded delivery, so that the platform's retry of it is taken (its
+// work could not be queued).
+func (s *Channels) ForgetDelivery(ctx context.Context, agentID, channel, id string) error {
+	err := s.db.WithContext(ctx).Where("agent_id = ? AND channel = ? AND delivery_id = ?", agentID, channel, id).Delete(&deliveryRow{}).Error
+	if err != nil {
+		return fmt.Errorf("forget %s delivery %s: %w", channel, id, err)
+	}
+	return nil
+}
+
+// PruneDeliveries forgets the deliveries seen before before and says how many.
+func (s *Channels) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("seen_at < ?", before.UTC()).Delete(&deliveryRow{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("prune channel deliveries: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// AddOutbox stores entries as pending (ID, Status, Attempts, NextAttemptAt and CreatedAt are
+// set here) and returns them as stored, in order: an entry whose IdempotencyKey is stored
+// already is returned as it is, whatever its status, and not added again.
+func (s *Channels) AddOutbox(ctx context.Context, entries []OutboxEntry) ([]OutboxEntry, error) {
+	now := s.now()
+	out := make([]OutboxEntry, 0, len(entries))
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, e := range entries {
+			row := outboxRow{ID: auth.NewID("obx"), AgentID: e.AgentID, Channel: e.Channel, IdempotencyKey: e.IdempotencyKey,
+				Request: string(e.Request), Status: OutboxPending, NextAttemptAt: now, CreatedAt: now}
+			if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "idempotency_key"}}, DoNothing: true}).Create(&row).Error; err != nil {
+				return err
+			}
+			var got outboxRow
+			if err := tx.Where("idempotency_key = ?", e.IdempotencyKey).Take(&got).Error; err != nil {
+				return err
+			}
+			out = append(out, got.entry())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("add to the channel outbox: %w", err)
+	}
+	return out, nil
+}
+
+// Outbox returns the outbox entry id, or ErrOutboxNotFound.
+func (s *Channels) Outbox(ctx context.Context, id string) (OutboxEntry, error) {
+	var row outboxRow
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&row).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return OutboxEntry{}, ErrOutboxNotFound
+	case err != nil:
+		return OutboxEntry{}, fmt.Errorf("get outbox entry %s: %w", id, err)
+	}
+	return row.entry(), nil
+}
+
+// OutboxWithPrefix returns the outbox entries whose idempotency key starts with prefix, in the
+// order of their keys.
+func (s *Channels) OutboxWithPrefix(ctx context.Context, prefix string) ([]OutboxEntry, error) {
+	var rows []outboxRow
+	like := strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(prefix) + "%"
+	err := s.db.WithContext(ctx).Where(`idempotency_key LIKE ? ESCAPE '\'`, like).Order("idempotency_key").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("list outbox entries %s*: %w", prefix, err)
+	}
+	out := make([]OutboxEntry, len(rows))
+	for i, r := range rows {
+		out[i] = r.entry()
+	}
+	return out, nil
+}
+
+// MarkSent records that entry id was sent. Only a pending entry changes.
+func (s *Channels) MarkSent(ctx context.Context, id string) error {
+	return s.updatePending(ctx, id, map[string]any{"status": OutboxSent, "attempts": gorm.Expr("attempts + 1"), "last_error": ""})
+}
+
+// MarkFailed records that entry id was refused for good, with the reason.
+func (s *Channels) MarkFailed(ctx context.Context, id, reason string) error {
+	return s.updatePending(ctx, id, map[string]any{"status": OutboxFailed, "attempts": gorm.Expr("attempts + 1"), "last_error": reason})
+}
+
+// Postpone records a failed attempt of entry id, to be tried again at at.
+func (s *Channels) Postpone(ctx context.Context, id string, at time.Time, reason string) error {
+	return s.updatePending(ctx, id, map[string]any{"attempts": gorm.Expr("attempts + 1"), "next_attempt_at": at.UTC(), "last_error": reason})
+}
+
+func (s *Channels) updatePending(ctx context.Context, id string, set map[string]any) error {
+	res := s.db.WithContext(ctx).Model(&outboxRow{}).Where("id = ? AND status = ?", id, OutboxPending).Updates(set)
+	if res.Error != nil {
+		return fmt.Errorf("update outbox entry %s: %w", id, res.Error)
+	}
+	return nil
+}

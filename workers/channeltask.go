@@ -1,0 +1,96 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The task types of the messaging channels: the turn of a message a channel delivered, and the
+// sending of the outbox entries of its replies (one task per batch, sent in order, so that the
+// parts of an answer arrive in their order; a failed entry holds back those after it).
+const (
+	TaskChannelTurn = "channel:turn"
+	TaskChannelSend = "channel:send"
+)
+
+// channelTurnRetries is how often a channel turn is tried again: a message whose thread's session
+// runs another turn waits for it, up to the queue's backoff cap (a minute) each time.
+const channelTurnRetries = 30
+
+// ChannelTurn is the payload of TaskChannelTurn.
+type ChannelTurn struct {
+	AgentID    string `json:"agentId"`
+	Channel    string `json:"channel"`
+	DeliveryID string `json:"deliveryId"`
+	// Message is the parsed channels.Message, as JSON.
+	Message json.RawMessage `json:"message"`
+}
+
+// ChannelSend is the payload of TaskChannelSend: outbox entries to send in order, not before At.
+type ChannelSend struct {
+	AgentID string    `json:"agentId"`
+	Channel string    `json:"channel"`
+	Outbox  []string  `json:"outbox"`
+	At      time.Time `json:"at"`
+}
+
+// EnqueueChannelTurn enqueues the turn of a delivery, once while it is pending or running.
+func EnqueueChannelTurn(ctx context.Context, q Queue, t ChannelTurn) error {
+	p, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("encode channel turn: %w", err)
+	}
+	id := "channel:turn:" + t.AgentID + ":" + t.Channel + ":" + t.DeliveryID
+	err = q.Enqueue(ctx, Task{Type: TaskChannelTurn, Payload: p, ID: id}, MaxRetry(channelTurnRetries))
+	if errors.Is(err, ErrDuplicate) {
+		return nil
+	}
+	return err
+}
+
+// EnqueueChannelSend enqueues the sending of s at s.At.
+func EnqueueChannelSend(ctx context.Context, q Queue, s ChannelSend) error {
+	if len(s.Outbox) == 0 {
+		return nil
+	}
+	p, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode channel send: %w", err)
+	}
+	id := "channel:send:" + s.Outbox[0] + ":" + strconv.FormatInt(s.At.UnixMilli(), 10)
+	err = q.Enqueue(ctx, Task{Type: TaskChannelSend, Payload: p, ID: id}, ProcessAt(s.At), MaxRetry(10), Timeout(5*time.Minute))
+	if errors.Is(err, ErrDuplicate) {
+		return nil
+	}
+	return err
+}
+
+// ChannelHandler is the handler of TaskChannelTurn and TaskChannelSend: Turn and Send do the
+// work on the runtime of the agent's active deployment.
+type ChannelHandler struct {
+	Turn func(ctx context.Context, t ChannelTurn) error
+	Send func(ctx context.Context, s ChannelSend) error
+}
+
+// ProcessTask implements Handler.
+func (h *ChannelHandler) ProcessTask(ctx context.Context, t Task) error {
+	switch t.Type {
+	case TaskChannelTurn:
+		var ct ChannelTurn
+		if err := json.Unmarshal(t.Payload, &ct); err != nil || ct.AgentID == "" {
+			return fmt.Errorf("%w: channel turn payload %q is unreadable", ErrSkipRetry, t.Payload)
+		}
+		return h.Turn(ctx, ct)
+	case TaskChannelSend:
+		var cs ChannelSend
+		if err := json.Unmarshal(t.Payload, &cs); err != nil || cs.AgentID == "" {
+			return fmt.Errorf("%w: channel send payload %q is unreadable", ErrSkipRetry, t.Payload)
+		}
+		return h.Send(ctx, cs)
+	}
+	return fmt.Errorf("%w: %s", ErrNoHandler, t.Type)
+}
