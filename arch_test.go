@@ -105,6 +105,9 @@ var beyondDesign = map[string]map[string]string{
 	"runner/tools": {
 		"auth": "tool call ids are auth.NewID",
 	},
+	"runner/channels": {
+		"automations": "the signed webhook channel checks and signs with the automations' event-trigger scheme (automations.VerifyEvent, Sign)",
+	},
 	"runner/durable": {
 		"migrations": "the durable store's SQL differs by dialect (migrations.DialectOf)",
 	},
