@@ -573,9 +573,9 @@ func newBenchEnv(b *testing.B, db *gorm.DB, start time.Time, count int) *schedEn
 	e.store = registry.NewAutomations(db).WithClock(e.clock.Now)
 	e.automation(b, `{"name":"m","trigger":{"every":"1m"},"action":{"message":"go"}}`, true)
 	// Copy the one made count-1 times, as the API would have created them.
-	err = db.Exec(`INSERT INTO automations (id, agent_id, owner_scope, saver, name, spec, enabled, disabled_reason, secret_hash, created_at, updated_at, next_fire_at)
+	err = db.Exec(`INSERT INTO automations (id, agent_id, owner_scope, saver, name, spec, enabled, disabled_reason, event_secret, created_at, updated_at, next_fire_at)
 		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-		SELECT 'aubench-' || n.i, a.agent_id, a.owner_scope, a.saver, a.name, a.spec, a.enabled, a.disabled_reason, a.secret_hash, a.created_at, a.updated_at, a.next_fire_at
+		SELECT 'aubench-' || n.i, a.agent_id, a.owner_scope, a.saver, a.name, a.spec, a.enabled, a.disabled_reason, a.event_secret, a.created_at, a.updated_at, a.next_fire_at
 		FROM automations a, n`, count-1).Error
 	if err != nil {
 		b.Fatal(err)
