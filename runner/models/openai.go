@@ -151,7 +151,7 @@ func (p *OpenAI) attempt(ctx context.Context, body []byte, em *emitter, acc *ope
 	}
 	br, _ := p.readers.Get().(*bufio.Reader)
 	if br == nil {
-		br = bufio.NewReaderSize(res.Body, 8<<10)
+		br = bufio.NewReaderSize(res.Body, eventBufferSize)
 	} else {
 		br.Reset(res.Body)
 	}

@@ -14,6 +14,11 @@ import (
 // maxEventLine bounds one line of an event stream (the SDK's scanner allows the same).
 const maxEventLine = 32 << 20
 
+// eventBufferSize is the buffer of an event stream's reader. Held for as long as the model
+// streams (and while it thinks), so it is paid per open stream; a line longer than it is
+// gathered in eventReader.long.
+const eventBufferSize = 2 << 10
+
 // errEventLine is the error of a line longer than maxEventLine.
 var errEventLine = errors.New("event stream line too long")
 

@@ -26,7 +26,7 @@ func NewModels(env func(string) (string, bool), client *http.Client) func(agent.
 		env = func(string) (string, bool) { return "", false }
 	}
 	if client == nil {
-		client = &http.Client{Transport: modelTransport()}
+		client = &http.Client{Transport: ModelTransport()}
 	}
 	var mu sync.Mutex
 	cache := map[agent.ModelRef]models.Provider{}
@@ -126,11 +126,17 @@ func ParseModel(s string) (agent.ModelRef, error) {
 	return agent.ModelRef{Provider: provider, Model: model}, nil
 }
 
-// modelTransport is the default transport with a connection pool sized for a busy runtime.
-func modelTransport() *http.Transport {
+// ModelTransport is the transport of model calls: the default transport with a connection pool
+// sized for a busy runtime, and small connection buffers. A streamed answer holds its HTTP/1.1
+// connection for as long as the model writes, so the buffers are paid per open stream (4 KiB each
+// way by default); the provider's event reader already buffers what it reads, and a request body
+// larger than the write buffer goes to the socket without being copied into it.
+func ModelTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 1024
 	t.MaxIdleConnsPerHost = 512
 	t.IdleConnTimeout = 90 * time.Second
+	t.ReadBufferSize = 1 << 10
+	t.WriteBufferSize = 1 << 10
 	return t
 }
