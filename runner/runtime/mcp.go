@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,16 +60,17 @@ func newMCPRoutes(rt *Runtime) *mcpRoutes {
 	cfg := rt.opts.Agent.Config
 	srv := mcp.NewServer(&mcp.Implementation{Name: cmpStr(cfg.Name, "agent"), Version: cmpStr(rt.opts.DeployID, cfg.Version)},
 		&mcp.ServerOptions{Instructions: cfg.Description})
-	mcp.AddTool(srv, &mcp.Tool{Name: "ask", Description: askDescription(cfg.Name, cfg.Description, "")}, m.ask(""))
+	srv.AddTool(&mcp.Tool{Name: "ask", Description: askDescription(cfg.Name, cfg.Description, ""), InputSchema: askSchema, OutputSchema: outputSchema}, tool(m.ask("")))
 	names := make([]string, 0, len(rt.opts.Agent.Agents))
 	for name := range rt.opts.Agent.Agents {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		mcp.AddTool(srv, &mcp.Tool{Name: "ask_" + mcpToolName(name), Description: askDescription(cfg.Name, "", name)}, m.ask(name))
+		srv.AddTool(&mcp.Tool{Name: "ask_" + mcpToolName(name), Description: askDescription(cfg.Name, "", name), InputSchema: askSchema, OutputSchema: outputSchema}, tool(m.ask(name)))
 	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "answer", Description: "Approve or deny a tool call that an ask tool reported as pending, then return the rest of the answer."}, m.answer)
+	srv.AddTool(&mcp.Tool{Name: "answer", Description: "Approve or deny a tool call that an ask tool reported as pending, then return the rest of the answer.",
+		InputSchema: answerSchema, OutputSchema: outputSchema}, tool(m.answer))
 	m.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: MCPSessionIdle,
 		// Agents are reached by host name (<slug>.<apps domain>, *.localhost included); the
@@ -168,22 +170,67 @@ func (m *mcpRoutes) metadata(w http.ResponseWriter, r *http.Request) {
 	auth.ProtectedResourceMetadataHandler(md).ServeHTTP(w, r)
 }
 
+// The tools' schemas. The tools decode their arguments themselves (tool): the SDK's typed tools
+// validate every call's input and output against schemas inferred by reflection, a third of the
+// cost MCP adds to a turn.
+var (
+	askSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["message"],"properties":{
+		"message":{"type":"string","description":"the message to the agent"},
+		"session_id":{"type":"string","description":"the session_id of an earlier answer, to continue that conversation"}}}`)
+	answerSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["session_id","correlation_id","approved"],"properties":{
+		"session_id":{"type":"string","description":"the session_id of the answer that listed the pending item"},
+		"correlation_id":{"type":"string","description":"the correlation_id of the pending item"},
+		"approved":{"type":"boolean","description":"true to let the tool call run, false to deny it"}}}`)
+	outputSchema = json.RawMessage(`{"type":"object","required":["session_id"],"properties":{
+		"session_id":{"type":"string","description":"pass it to the next ask to continue the conversation"},
+		"done_reason":{"type":"string","description":"why the turn ended; absent while it waits for an answer to a pending item"},
+		"pending":{"type":"array","description":"what the turn waits for","items":{"type":"object","properties":{
+			"kind":{"type":"string","description":"approval (answer with the answer tool) or durable_approval (answer as how says)"},
+			"correlation_id":{"type":"string"},"tool":{"type":"string"},"parameters":{},"reason":{"type":"string"},"how":{"type":"string"}}}}}}`)
+)
+
+// tool adapts a tool function to the SDK: the arguments decoded strictly (an unknown or mistyped
+// member is an error result naming it), an error as an error result the model can read, the
+// output as structured content.
+func tool[In any](fn func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, askOutput, error)) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var in In
+		if len(req.Params.Arguments) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(req.Params.Arguments))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&in); err != nil {
+				return errorResult("arguments: " + err.Error()), nil
+			}
+		}
+		res, out, err := fn(ctx, req, in)
+		if err != nil {
+			return errorResult(err.Error()), nil
+		}
+		res.StructuredContent = out
+		return res, nil
+	}
+}
+
+func errorResult(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
 // askInput is the input of the ask tools.
 type askInput struct {
-	Message   string `json:"message" jsonschema:"the message to the agent"`
-	SessionID string `json:"session_id,omitempty" jsonschema:"the session_id of an earlier answer, to continue that conversation"`
+	Message   string `json:"message"`
+	SessionID string `json:"session_id,omitempty"`
 }
 
 // askOutput is the structured result of the ask and answer tools.
 type askOutput struct {
 	SessionID  string       `json:"session_id"`
-	DoneReason string       `json:"done_reason,omitempty" jsonschema:"why the turn ended; empty while it waits for an answer to a pending item"`
-	Pending    []mcpPending `json:"pending,omitempty" jsonschema:"tool calls waiting for approval: answer them with the answer tool"`
+	DoneReason string       `json:"done_reason,omitempty"`
+	Pending    []mcpPending `json:"pending,omitempty"`
 }
 
 // mcpPending is what a turn waits for.
 type mcpPending struct {
-	Kind          string `json:"kind" jsonschema:"approval (answer with the answer tool) or durable_approval (answer with the HTTP route in how)"`
+	Kind          string `json:"kind"`
 	CorrelationID string `json:"correlation_id,omitempty"`
 	Tool          string `json:"tool"`
 	Parameters    any    `json:"parameters,omitempty"`
@@ -202,7 +249,7 @@ func identity(extra *mcp.RequestExtra) (access.Identity, error) {
 }
 
 // ask returns the handler of ask (named "") or ask_<named>.
-func (m *mcpRoutes) ask(named string) mcp.ToolHandlerFor[askInput, askOutput] {
+func (m *mcpRoutes) ask(named string) func(context.Context, *mcp.CallToolRequest, askInput) (*mcp.CallToolResult, askOutput, error) {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in askInput) (*mcp.CallToolResult, askOutput, error) {
 		who, err := identity(req.Extra)
 		if err != nil {
@@ -217,7 +264,7 @@ func (m *mcpRoutes) ask(named string) mcp.ToolHandlerFor[askInput, askOutput] {
 			return nil, askOutput{}, mcpError(err)
 		}
 		mt := &mcpTurn{sessionID: t.SessionID(), changed: make(chan struct{}, 1), elicit: elicits(req.Session)}
-		mt.follow(req)
+		mt.follow(ctx, req)
 		m.mu.Lock()
 		m.turns[mt.sessionID] = mt
 		m.mu.Unlock()
@@ -242,9 +289,9 @@ func (m *mcpRoutes) ask(named string) mcp.ToolHandlerFor[askInput, askOutput] {
 
 // answerInput is the input of the answer tool.
 type answerInput struct {
-	SessionID     string `json:"session_id" jsonschema:"the session_id of the answer that listed the pending item"`
-	CorrelationID string `json:"correlation_id" jsonschema:"the correlation_id of the pending item"`
-	Approved      bool   `json:"approved" jsonschema:"true to let the tool call run, false to deny it"`
+	SessionID     string `json:"session_id"`
+	CorrelationID string `json:"correlation_id"`
+	Approved      *bool  `json:"approved"`
 }
 
 // answer decides a pending approval, then follows the turn to its end or its next pending item.
@@ -253,8 +300,8 @@ func (m *mcpRoutes) answer(ctx context.Context, req *mcp.CallToolRequest, in ans
 	if err != nil {
 		return nil, askOutput{}, err
 	}
-	if checkSessionID("session_id", in.SessionID) != nil || in.CorrelationID == "" {
-		return nil, askOutput{}, errors.New("session_id and correlation_id: both are required, as the pending item gave them")
+	if checkSessionID("session_id", in.SessionID) != nil || in.CorrelationID == "" || in.Approved == nil {
+		return nil, askOutput{}, errors.New("session_id, correlation_id and approved: all are required (the first two as the pending item gave them)")
 	}
 	if _, err := m.rt.turns.Get(ctx, who, in.SessionID); err != nil {
 		return nil, askOutput{}, mcpError(err)
@@ -264,10 +311,10 @@ func (m *mcpRoutes) answer(ctx context.Context, req *mcp.CallToolRequest, in ans
 	mt := m.turns[in.SessionID]
 	m.mu.Unlock()
 	if mt != nil {
-		mt.follow(req) // this call receives the rest of the answer's progress
+		mt.follow(ctx, req) // this call receives the rest of the answer's progress
 	}
 	status := approvals.Denied
-	if in.Approved {
+	if *in.Approved {
 		status = approvals.Approved
 	}
 	a, err := m.rt.hub.Decide(ctx, m.rt.opts.AgentID, in.SessionID, in.CorrelationID, status)
@@ -317,7 +364,9 @@ type mcpTurn struct {
 	pending  []mcpPending
 	done     string // the done reason, once the turn ended
 	errs     []string
-	progress *mcpProgress // where text deltas go as progress notifications; nil: nowhere
+	progress *mcpProgress      // where text deltas go as progress notifications; nil: nowhere
+	ss       *mcp.ServerSession // the MCP session of the call that follows the turn
+	ctx      context.Context    // that call's context
 }
 
 // mcpProgress sends a tool call's progress notifications.
@@ -329,13 +378,13 @@ type mcpProgress struct {
 }
 
 // follow makes req the call that receives the turn's progress (when it asked for it).
-func (t *mcpTurn) follow(req *mcp.CallToolRequest) {
+func (t *mcpTurn) follow(ctx context.Context, req *mcp.CallToolRequest) {
 	var p *mcpProgress
 	if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
-		p = &mcpProgress{ss: req.Session, token: token}
+		p = &mcpProgress{ctx: ctx, ss: req.Session, token: token}
 	}
 	t.mu.Lock()
-	t.progress = p
+	t.progress, t.ss, t.ctx = p, req.Session, ctx
 	t.mu.Unlock()
 }
 
@@ -363,9 +412,6 @@ func (t *mcpTurn) wait(ctx context.Context) (*mcp.CallToolResult, askOutput, err
 			t.progress = nil
 			t.mu.Unlock()
 			return res, out, nil
-		}
-		if t.progress != nil {
-			t.progress.ctx = ctx
 		}
 		t.mu.Unlock()
 		select {
@@ -416,7 +462,7 @@ func (s *mcpSink) Emit(f *sse.Frame) error {
 		t.mu.Lock()
 		t.text.WriteString(f.Content)
 		p := t.progress
-		if p != nil && p.ctx != nil {
+		if p != nil {
 			p.n++
 			// A client that went away only loses its progress; the answer is in the result.
 			_ = p.ss.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: p.n, Message: f.Content})
@@ -430,11 +476,11 @@ func (s *mcpSink) Emit(f *sse.Frame) error {
 		p := mcpPending{Kind: "approval", CorrelationID: f.CorrelationID, Tool: f.ToolName, Parameters: rawOrNil(f.Parameters), Reason: f.ApprovalReason,
 			How: fmt.Sprintf("Call the answer tool with session_id %q, correlation_id %q and approved true or false.", t.sessionID, f.CorrelationID)}
 		t.mu.Lock()
-		prog := t.progress
+		ss, ctx := t.ss, t.ctx
 		t.mu.Unlock()
-		if t.elicit && prog != nil {
+		if t.elicit && ss != nil {
 			s.m.rt.wg.Add(1)
-			go s.elicit(prog, p)
+			go s.elicit(ctx, ss, p)
 			return nil
 		}
 		t.mu.Lock()
@@ -457,12 +503,14 @@ func (s *mcpSink) Emit(f *sse.Frame) error {
 
 // elicit asks the MCP client to approve a tool call and decides it; when the client cannot
 // answer, the call is listed as pending in the result instead.
-func (s *mcpSink) elicit(prog *mcpProgress, p mcpPending) {
+func (s *mcpSink) elicit(ctx context.Context, ss *mcp.ServerSession, p mcpPending) {
 	defer s.m.rt.wg.Done()
-	ctx, cancel := context.WithTimeout(s.m.base, 10*time.Minute)
+	// On the call's context, so that the request goes out on the call's own stream.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
+	defer context.AfterFunc(s.m.base, cancel)()
 	params, _ := json.Marshal(p.Parameters)
-	res, err := prog.ss.Elicit(ctx, &mcp.ElicitParams{
+	res, err := ss.Elicit(ctx, &mcp.ElicitParams{
 		Message: fmt.Sprintf("Allow the tool %s to run with %s? %s", p.Tool, params, p.Reason),
 		RequestedSchema: map[string]any{"type": "object", "required": []string{"approve"},
 			"properties": map[string]any{"approve": map[string]any{"type": "boolean", "title": "Approve", "description": "true lets the call run"}}},

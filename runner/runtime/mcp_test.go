@@ -3,7 +3,9 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"svc/agent"
+	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
 
@@ -139,7 +143,6 @@ func TestMCPApprovalByElicitation(t *testing.T) {
 			t.Fatal(err)
 		}
 		params := &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"message": `/tool refund {"order": 7}`}}
-		params.SetProgressToken("p1")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		res, err := cs.CallTool(ctx, params)
 		cancel()
@@ -228,4 +231,60 @@ func TestMCPRefusals(t *testing.T) {
 	if isErr || !strings.Contains(text, "hi") {
 		t.Fatalf("a new session id = %q (error %v)", text, isErr)
 	}
+}
+
+// BenchmarkMCPAsk compares one ask over /mcp (the SDK's client, one MCP session for the whole run)
+// with the same turn over /chat/sync, alternating them in each iteration against the fake OpenAI
+// server (32 text chunks), each turn in a fresh session of the hello agent: p50 of each and the
+// difference.
+//
+//	go test -run '^$' -bench BenchmarkMCPAsk -benchtime 2000x ./runner/runtime/
+func BenchmarkMCPAsk(b *testing.B) {
+	fake := modelstest.NewOpenAIBenchServer(b, 32)
+	e := start(b, runtime.Options{
+		Agent:        loadAgent(b, "hello"),
+		DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o-mini"},
+		Models: runtime.NewModels(func(name string) (string, bool) {
+			switch name {
+			case "OPENAI_BASE_URL":
+				return fake.URL, true
+			case "OPENAI_API_KEY":
+				return "sk-bench", true
+			}
+			return "", false
+		}, fake.Client()),
+	})
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: e.srv.Client(), DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	client := e.srv.Client()
+	var syncLat, mcpLat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		resp, err := client.Post(e.url+"/chat/sync", "application/json", strings.NewReader(`{"message":"Say hello"}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		syncLat = append(syncLat, time.Since(start))
+		start = time.Now()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"message": "Say hello"}})
+		if err != nil || res.IsError {
+			b.Fatalf("ask: %v %v", err, res)
+		}
+		mcpLat = append(mcpLat, time.Since(start))
+	}
+	p50 := func(d []time.Duration) time.Duration {
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	s, m := p50(syncLat), p50(mcpLat)
+	b.ReportMetric(float64(s.Microseconds())/1000, "sync-p50-ms")
+	b.ReportMetric(float64(m.Microseconds())/1000, "mcp-p50-ms")
+	b.ReportMetric(float64((m-s).Microseconds())/1000, "mcp-extra-p50-ms")
 }
