@@ -364,7 +364,7 @@ type mcpTurn struct {
 	pending  []mcpPending
 	done     string // the done reason, once the turn ended
 	errs     []string
-	progress *mcpProgress      // where text deltas go as progress notifications; nil: nowhere
+	progress *mcpProgress       // where text deltas go as progress notifications; nil: nowhere
 	ss       *mcp.ServerSession // the MCP session of the call that follows the turn
 	ctx      context.Context    // that call's context
 }
