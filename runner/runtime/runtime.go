@@ -200,6 +200,7 @@ type Runtime struct {
 	signin         *signinRoutes
 	auto           *automationRoutes
 	channels       *channelRoutes
+	mcp            *mcpRoutes
 
 	done   chan struct{}
 	closed sync.Once
@@ -311,6 +312,7 @@ func New(opts Options) (*Runtime, error) {
 	rt.signin = &signinRoutes{cfg: opts.Access, agentID: opts.AgentID, env: opts.Env, log: rt.log}
 	rt.channels = &channelRoutes{host: opts.Channels, cfg: rt.ag.Config.Channels, agentID: opts.AgentID, env: opts.Env, hint: opts.SecretHint,
 		hub: rt.hub, turns: rt.turns, store: rt.store, now: rt.now, log: rt.log}
+	rt.mcp = newMCPRoutes(rt)
 	rt.routes()
 	rt.detach = rt.runs.Attach(rt.dep)
 	rt.wg.Add(1)
@@ -343,12 +345,12 @@ func (rt *Runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func CrossOrigin(w http.ResponseWriter, r *http.Request) (answered bool) {
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
-	h.Set("Access-Control-Expose-Headers", "Retry-After, X-Vercel-Ai-Ui-Message-Stream")
+	h.Set("Access-Control-Expose-Headers", "Retry-After, X-Vercel-Ai-Ui-Message-Stream, Mcp-Session-Id, WWW-Authenticate")
 	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
 		return false
 	}
 	h.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE")
-	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version")
 	h.Set("Access-Control-Max-Age", "600")
 	w.WriteHeader(http.StatusNoContent)
 	return true
@@ -369,6 +371,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.closed.Do(func() {
 		close(rt.done)
+		rt.mcp.stop() // the MCP turns waiting for an answer end
 		if rt.ownHub {
 			_ = rt.hub.Close() // a memory hub has nothing to fail
 		}
@@ -436,6 +439,9 @@ func (rt *Runtime) routes() {
 	m.Handle("GET /auth/callback", plain(rt.log, rt.signin.callback))
 	m.Handle("GET /auth/me", rt.handle(rt.signin.me))
 	m.Handle("POST /auth/logout", rt.handle(rt.signin.logout))
+	m.Handle("/mcp", rt.mcp)
+	m.HandleFunc("GET /.well-known/oauth-protected-resource", rt.mcp.metadata)
+	m.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", rt.mcp.metadata)
 	m.HandleFunc("/", rt.noRoute)
 	rt.mux = m
 }
