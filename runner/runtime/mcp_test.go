@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"svc/agent"
+	"svc/agent/agenttest"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
@@ -287,4 +289,30 @@ func BenchmarkMCPAsk(b *testing.B) {
 	b.ReportMetric(float64(s.Microseconds())/1000, "sync-p50-ms")
 	b.ReportMetric(float64(m.Microseconds())/1000, "mcp-p50-ms")
 	b.ReportMetric(float64((m-s).Microseconds())/1000, "mcp-extra-p50-ms")
+}
+
+// svc dev serves /mcp too, behind its AUTH_TOKEN.
+func TestMCPUnderDev(t *testing.T) {
+	rt, _, err := runtime.NewDev(runtime.DevOptions{Dir: agenttest.Dir(t, "hello"), AuthToken: "tok", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rt)
+	t.Cleanup(func() {
+		srv.Close()
+		if err := rt.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	e := &env{t: t, rt: rt, srv: srv, url: srv.URL}
+	if _, err := mcpClient(t, e, "wrong", nil); err == nil {
+		t.Fatal("a wrong AUTH_TOKEN was let in")
+	}
+	cs, err := mcpClient(t, e, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, _, isErr := call(t, cs, "ask", map[string]any{"message": "hi"}); isErr || text != "echo: hi" {
+		t.Fatalf("ask = %q (error %v)", text, isErr)
+	}
 }
