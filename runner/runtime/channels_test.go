@@ -3,8 +3,10 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,9 +29,16 @@ const (
 )
 
 // chanQueue stands in for the platform queue: the channel tasks a runtime enqueues, in order.
-type chanQueue struct{ tasks chan runtime.ChannelTask }
+// failTurns, while true, makes the enqueueing of a turn fail.
+type chanQueue struct {
+	tasks     chan runtime.ChannelTask
+	failTurns atomic.Bool
+}
 
 func (q *chanQueue) turn(_ context.Context, _ string, m *channels.Message) error {
+	if q.failTurns.Load() {
+		return errors.New("the queue is down")
+	}
 	q.tasks <- runtime.ChannelTask{Message: m}
 	return nil
 }
@@ -362,8 +371,8 @@ func TestChannelChoicePressedTwice(t *testing.T) {
 		_ = json.Unmarshal(c.Body, &m)
 		texts = append(texts, m.Text)
 	}
-	if len(texts) != 2 || texts[1] != "echo: Pro" {
-		t.Errorf("messages %q, want the question, then the answer to the choice Pro", texts)
+	if len(texts) != 2 || texts[1] != "echo: pro" {
+		t.Errorf("messages %q, want the question, then the answer to the choice Pro: its value, pro", texts)
 	}
 	if n := len(e.tg.Acknowledged(telegram.MethodAnswerCallbackQuery)); n != 2 || len(e.tg.Duplicates()) != 0 {
 		t.Errorf("%d callback answers, duplicates %v; want one per press", n, e.tg.Duplicates())

@@ -1,0 +1,96 @@
+package runtime_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/runner/channels/channelstest"
+)
+
+// mention is the app_mention fixture as delivery n: its own event id and thread.
+func mention(t *testing.T, n int) []byte {
+	t.Helper()
+	b := strings.ReplaceAll(string(channelstest.Fixture(t, "slack/app_mention.json")), "Ev0LAN670R", fmt.Sprintf("EvC%d", n))
+	return []byte(strings.ReplaceAll(b, "1515449522.000016", fmt.Sprintf("1515449522.%06d", n)))
+}
+
+// Deliveries that come at once are recorded together: each new one gets its turn, and a copy
+// delivered at the same time as its original is a duplicate without a second turn.
+func TestChannelConcurrentDeliveries(t *testing.T) {
+	e := startChannels(t, nil)
+	const n = 20
+	now := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	dups := map[string]int{}
+	for i := range 2 * n {
+		wg.Go(func() {
+			r := e.deliver(channelstest.SlackDelivery(slackSecret, mention(t, i%n), now), "/channels/slack/webhook")
+			if r.Status != http.StatusOK {
+				t.Errorf("delivery %d: %d %v", i, r.Status, r.JSON)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if r.JSON["duplicate"] == true {
+				dups[fmt.Sprint(i%n)]++
+			}
+		})
+	}
+	wg.Wait()
+	turns := map[string]int{}
+	for len(e.q.tasks) > 0 {
+		task := e.next()
+		if task.Message == nil {
+			t.Fatalf("task %+v, want turns only", task)
+		}
+		turns[task.Message.DeliveryID]++
+	}
+	if len(turns) != n || len(dups) != n {
+		t.Errorf("turns %v, duplicates %v; want one turn and one duplicate for each of %d deliveries", turns, dups, n)
+	}
+	for id, c := range turns {
+		if c != 1 {
+			t.Errorf("delivery %s has %d turns", id, c)
+		}
+	}
+}
+
+// A delivery whose turn cannot be enqueued is 503 and forgotten: the platform's retry is taken.
+func TestChannelTurnNotQueued(t *testing.T) {
+	e := startChannels(t, nil)
+	d := func() channelstest.Delivery {
+		return channelstest.SlackDelivery(slackSecret, mention(t, 1), time.Now())
+	}
+	e.q.failTurns.Store(true)
+	if r := e.deliver(d(), "/channels/slack/webhook"); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("delivery with the queue down: %d %v, want 503", r.Status, r.JSON)
+	}
+	e.q.failTurns.Store(false)
+	if r := e.deliver(d(), "/channels/slack/webhook"); r.Status != http.StatusOK || r.JSON["duplicate"] == true {
+		t.Fatalf("the platform's retry: %d %v, want 200, not a duplicate", r.Status, r.JSON)
+	}
+	if task := e.next(); task.Message == nil || task.Message.DeliveryID != "EvC1" {
+		t.Errorf("task %+v, want the retry's turn", task)
+	}
+}
+
+// A delivery signed with a signing secret changed since the channel's secrets were read is
+// verified against the new one at once; the old one is refused from then on.
+func TestChannelSecretChanged(t *testing.T) {
+	vars := map[string]string{"SLACK_SIGNING_SECRET": slackSecret, "SLACK_BOT_TOKEN": "xoxb-1"}
+	e := startChannels(t, vars)
+	if r := e.deliver(channelstest.SlackDelivery(slackSecret, mention(t, 1), time.Now()), "/channels/slack/webhook"); r.Status != http.StatusOK {
+		t.Fatalf("delivery: %d %v", r.Status, r.JSON)
+	}
+	vars["SLACK_SIGNING_SECRET"] = "rotated"
+	if r := e.deliver(channelstest.SlackDelivery("rotated", mention(t, 2), time.Now()), "/channels/slack/webhook"); r.Status != http.StatusOK {
+		t.Fatalf("delivery signed with the new secret: %d %v", r.Status, r.JSON)
+	}
+	if r := e.deliver(channelstest.SlackDelivery(slackSecret, mention(t, 3), time.Now()), "/channels/slack/webhook"); r.Status != http.StatusUnauthorized {
+		t.Fatalf("delivery signed with the old secret: %d %v, want 401", r.Status, r.JSON)
+	}
+}
