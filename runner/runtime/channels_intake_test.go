@@ -1,14 +1,18 @@
 package runtime_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"svc/runner/channels/channelstest"
+	"svc/runner/runtime"
 )
 
 // mention is the app_mention fixture as delivery n: its own event id and thread.
@@ -92,5 +96,48 @@ func TestChannelSecretChanged(t *testing.T) {
 	}
 	if r := e.deliver(channelstest.SlackDelivery(slackSecret, mention(t, 3), time.Now()), "/channels/slack/webhook"); r.Status != http.StatusUnauthorized {
 		t.Fatalf("delivery signed with the old secret: %d %v, want 401", r.Status, r.JSON)
+	}
+}
+
+// A host's Record that enqueues the turns itself (the embedded queue, in the same commit) is
+// not followed by Turn; when its commit fails nothing is recorded, the answer is 503, and the
+// platform's retry is taken.
+func TestChannelRecordWithTheTurns(t *testing.T) {
+	e := startChannels(t, nil)
+	var fail atomic.Bool
+	fail.Store(true)
+	var queued atomic.Int32
+	e.host.Record = func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
+		if fail.Load() {
+			return nil, errors.New("the database is down")
+		}
+		dup, err := e.store.SeeDeliveries(ctx, runtime.DeliveryKeys(ds), nil)
+		if err != nil {
+			return nil, err
+		}
+		res := make([]runtime.Recorded, len(ds))
+		for i, d := range dup {
+			res[i] = runtime.RecordedDuplicate
+			if !d {
+				res[i] = runtime.RecordedQueued
+				queued.Add(1)
+			}
+		}
+		return res, nil
+	}
+	d := func() channelstest.Delivery {
+		return channelstest.SlackDelivery(slackSecret, mention(t, 1), time.Now())
+	}
+	if r := e.deliver(d(), "/channels/slack/webhook"); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("delivery while the commit fails: %d %v, want 503", r.Status, r.JSON)
+	}
+	fail.Store(false)
+	for i, dup := range []bool{false, true} {
+		if r := e.deliver(d(), "/channels/slack/webhook"); r.Status != http.StatusOK || (r.JSON["duplicate"] == true) != dup {
+			t.Fatalf("delivery %d: %d %v, want 200 (duplicate %v)", i, r.Status, r.JSON, dup)
+		}
+	}
+	if n := queued.Load(); n != 1 || len(e.q.tasks) != 0 {
+		t.Errorf("%d turns queued by Record, %d by Turn; want 1 and none", n, len(e.q.tasks))
 	}
 }

@@ -53,6 +53,7 @@ func (q *chanQueue) send(_ context.Context, _ string, s runtime.ChannelSend) err
 type chanEnv struct {
 	*env
 	q     *chanQueue
+	host  *runtime.Channels // set its Record before the first delivery
 	store *registry.Channels
 	slack *channelstest.Slack
 	tg    *channelstest.Telegram
@@ -75,10 +76,11 @@ func startChannelsOf(t *testing.T, ag *agent.Agent, vars map[string]string) *cha
 	if vars == nil {
 		vars = map[string]string{"SLACK_SIGNING_SECRET": slackSecret, "SLACK_BOT_TOKEN": e.slack.Token, "TG_SECRET": tgSecret, "TG_TOKEN": e.tg.Token}
 	}
+	e.host = &runtime.Channels{Store: e.store, Turn: e.q.turn, Send: e.q.send, SlackAPI: e.slack.URL, TelegramAPI: e.tg.URL}
 	e.env = start(t, runtime.Options{Agent: ag, AgentID: agentID, ExtraTools: []tools.Tool{e.tool},
 		DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"},
 		Env:          func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
-		Channels:     &runtime.Channels{Store: e.store, Turn: e.q.turn, Send: e.q.send, SlackAPI: e.slack.URL, TelegramAPI: e.tg.URL},
+		Channels:     e.host,
 	})
 	return e
 }
