@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"svc/agent"
+	"svc/agent/agenttest"
+	"svc/runner/channels"
 	"svc/runner/channels/channelstest"
+	"svc/runner/channels/slack"
 	"svc/runner/runtime"
 )
 
@@ -139,5 +144,61 @@ func TestChannelRecordWithTheTurns(t *testing.T) {
 	}
 	if n := queued.Load(); n != 1 || len(e.q.tasks) != 0 {
 		t.Errorf("%d turns queued by Record, %d by Turn; want 1 and none", n, len(e.q.tasks))
+	}
+}
+
+// On Slack too, a pressed option sends the option's value, not its label: the button carries
+// the option's index and the turn stored the values.
+func TestChannelSlackChoiceSendsTheValue(t *testing.T) {
+	ag, err := agent.LoadDir(agenttest.Write(t, map[string]string{
+		"svc.json":                  `{"name": "desk", "version": "1"}`,
+		"agents/default/AGENT.md":   "You are the front desk.",
+		"agents/default/agent.json": `{"name": "default", "tools": ["ask_user"]}`,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startChannelsOf(t, ag, nil)
+	ask := `/tool ask_user {"question": "Which plan?", "options": [{"value": "free", "label": "Free plan"}, {"value": "pro", "label": "Pro plan"}]}`
+	mention := withText(t, "slack/app_mention.json", "is it everything a river should be?", strings.ReplaceAll(ask, `"`, `\"`))
+	if r := e.deliver(channelstest.SlackDelivery(slackSecret, mention, time.Now()), "/channels/slack/webhook"); r.Status != http.StatusOK {
+		t.Fatalf("delivery: %d %v", r.Status, r.JSON)
+	}
+	e.drain()
+	posts := e.slack.Acknowledged(slack.MethodPostMessage)
+	if len(posts) != 1 {
+		t.Fatalf("%d posts, want the question", len(posts))
+	}
+	var question struct {
+		Blocks []struct {
+			Elements []struct {
+				Value string `json:"value"`
+			} `json:"elements"`
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal(posts[0].Body, &question); err != nil {
+		t.Fatal(err)
+	}
+	var pro string
+	for _, b := range question.Blocks {
+		for _, el := range b.Elements {
+			if strings.HasSuffix(el.Value, ":1") {
+				pro = el.Value
+			}
+		}
+	}
+	if cb, err := channels.DecodeCallback(pro); err != nil || cb.Kind != channels.ActionChoice || cb.Option != 1 {
+		t.Fatalf("the second button carries %q (%+v, %v), want the question's option 1", pro, cb, err)
+	}
+	press := strings.ReplaceAll(string(channelstest.Fixture(t, "slack/block_actions.json")), "a:apr_k3j5n7p9q2r4s6t8:y", pro)
+	press = strings.ReplaceAll(press, `"text": "Approve"`, `"text": "Pro plan"`)
+	if r := e.deliver(channelstest.SlackInteractiveDelivery(slackSecret, []byte(press), time.Now()), "/channels/slack/interactive"); r.Status != http.StatusOK || r.JSON["outcome"] != "answered" {
+		t.Fatalf("press: %d %v", r.Status, r.JSON)
+	}
+	e.drain()
+	posts = e.slack.Acknowledged(slack.MethodPostMessage)
+	var last slack.PostMessage
+	if err := json.Unmarshal(posts[len(posts)-1].Body, &last); err != nil || last.Text != "echo: pro" {
+		t.Errorf("last post %+v, %v; want the turn of the value pro", last, err)
 	}
 }
