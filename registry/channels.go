@@ -23,8 +23,11 @@ type OutboxStatus string
 // The statuses of an outbox entry.
 const (
 	OutboxPending OutboxStatus = "pending" // not sent yet (maybe tried: Attempts, LastError)
-	OutboxSent    OutboxStatus = "sent"    // the platform accepted it: never sent again
-	OutboxFailed  OutboxStatus = "failed"  // the platform refused it for good (LastError says why)
+	// OutboxSending is an entry a sender claimed (ClaimOutbox) until NextAttemptAt: no other
+	// sender takes it meanwhile; one whose claim ran out is pending again for the sweep.
+	OutboxSending OutboxStatus = "sending"
+	OutboxSent    OutboxStatus = "sent"   // the platform accepted it: never sent again
+	OutboxFailed  OutboxStatus = "failed" // the platform refused it for good (LastError says why)
 )
 
 // OutboxEntry is one call of a messaging platform's API that a reply needs (a message, a prompt
@@ -178,7 +181,51 @@ func (s *Channels) OutboxWithPrefix(ctx context.Context, prefix string) ([]Outbo
 	return out, nil
 }
 
-// MarkSent records that entry id was sent. Only a pending entry changes.
+// ClaimOutbox claims pending entry id for a sender until until, and reports whether it did: an
+// entry another sender claimed (sending), sent or failed is not claimed. MarkSent, MarkFailed
+// and Postpone end the claim.
+func (s *Channels) ClaimOutbox(ctx context.Context, id string, until time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&outboxRow{}).Where("id = ? AND status = ?", id, OutboxPending).
+		Updates(map[string]any{"status": OutboxSending, "next_attempt_at": until.UTC()})
+	if res.Error != nil {
+		return false, fmt.Errorf("claim outbox entry %s: %w", id, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// StaleOutbox returns up to limit entries that should have been sent before before and are
+// neither sent nor failed: pending since before (their sending was never enqueued, or its task
+// was lost), or claimed by a sender whose claim ran out before now (it died mid-send); oldest
+// first, the parts of a reply in the order of their keys.
+func (s *Channels) StaleOutbox(ctx context.Context, before time.Time, limit int) ([]OutboxEntry, error) {
+	var rows []outboxRow
+	err := s.db.WithContext(ctx).Where("(status = ? AND next_attempt_at < ?) OR (status = ? AND next_attempt_at < ?)",
+		OutboxPending, before.UTC(), OutboxSending, s.now()).Order("created_at, idempotency_key").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("list stale outbox entries: %w", err)
+	}
+	out := make([]OutboxEntry, len(rows))
+	for i, r := range rows {
+		out[i] = r.entry()
+	}
+	return out, nil
+}
+
+// Requeue makes entry id pending from now if it is still stale as StaleOutbox(before) says,
+// and reports whether it did: false when it changed meanwhile (sent, claimed, or requeued by
+// another sweep), so that one sweep enqueues its sending.
+func (s *Channels) Requeue(ctx context.Context, id string, before time.Time) (bool, error) {
+	now := s.now()
+	res := s.db.WithContext(ctx).Model(&outboxRow{}).
+		Where("id = ? AND ((status = ? AND next_attempt_at < ?) OR (status = ? AND next_attempt_at < ?))", id, OutboxPending, before.UTC(), OutboxSending, now).
+		Updates(map[string]any{"status": OutboxPending, "next_attempt_at": now})
+	if res.Error != nil {
+		return false, fmt.Errorf("requeue outbox entry %s: %w", id, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// MarkSent records that entry id was sent. Only a pending or claimed entry changes.
 func (s *Channels) MarkSent(ctx context.Context, id string) error {
 	return s.updatePending(ctx, id, map[string]any{"status": OutboxSent, "attempts": gorm.Expr("attempts + 1"), "last_error": ""})
 }
@@ -188,15 +235,135 @@ func (s *Channels) MarkFailed(ctx context.Context, id, reason string) error {
 	return s.updatePending(ctx, id, map[string]any{"status": OutboxFailed, "attempts": gorm.Expr("attempts + 1"), "last_error": reason})
 }
 
-// Postpone records a failed attempt of entry id, to be tried again at at.
+// Postpone records a failed attempt of entry id, pending again, to be tried again at at.
 func (s *Channels) Postpone(ctx context.Context, id string, at time.Time, reason string) error {
-	return s.updatePending(ctx, id, map[string]any{"attempts": gorm.Expr("attempts + 1"), "next_attempt_at": at.UTC(), "last_error": reason})
+	return s.updatePending(ctx, id, map[string]any{"status": OutboxPending, "attempts": gorm.Expr("attempts + 1"), "next_attempt_at": at.UTC(), "last_error": reason})
 }
 
 func (s *Channels) updatePending(ctx context.Context, id string, set map[string]any) error {
-	res := s.db.WithContext(ctx).Model(&outboxRow{}).Where("id = ? AND status = ?", id, OutboxPending).Updates(set)
+	res := s.db.WithContext(ctx).Model(&outboxRow{}).Where("id = ? AND status IN ?", id, []OutboxStatus{OutboxPending, OutboxSending}).Updates(set)
 	if res.Error != nil {
 		return fmt.Errorf("update outbox entry %s: %w", id, res.Error)
 	}
 	return nil
+}
+
+// DeliveryKey names a delivery of an agent's channel.
+type DeliveryKey struct {
+	AgentID, Channel, DeliveryID string
+}
+
+// SeeDeliveries records deliveries in one statement of one transaction (one commit for all:
+// the group commit of a channel intake under load) and reports for each whether it was recorded
+// already, a delivery twice in keys being a duplicate the second time. within, when not nil,
+// is called in the transaction with the indexes in keys of the deliveries recorded now (when
+// there are any): what it writes commits with them (the embedded queue enqueues their turns
+// so). An error of within, or of the transaction, records nothing.
+func (s *Channels) SeeDeliveries(ctx context.Context, keys []DeliveryKey, within func(tx *gorm.DB, recorded []int) error) (duplicate []bool, err error) {
+	dup := make([]bool, len(keys))
+	first := make(map[DeliveryKey]int, len(keys)) // the index of each key's first occurrence
+	var sql strings.Builder
+	var args []any
+	sql.WriteString("INSERT INTO channel_deliveries (agent_id, channel, delivery_id, seen_at) VALUES ")
+	now := s.now()
+	for i, k := range keys {
+		if _, ok := first[k]; ok {
+			dup[i] = true
+			continue
+		}
+		first[k] = i
+		if len(args) > 0 {
+			sql.WriteString(", ")
+		}
+		sql.WriteString("(?, ?, ?, ?)")
+		args = append(args, k.AgentID, k.Channel, k.DeliveryID, now)
+	}
+	if len(args) == 0 {
+		return dup, nil
+	}
+	sql.WriteString(" ON CONFLICT DO NOTHING RETURNING agent_id, channel, delivery_id")
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var added []DeliveryKey
+		if err := tx.Raw(sql.String(), args...).Scan(&added).Error; err != nil {
+			return fmt.Errorf("record %d channel deliveries: %w", len(first), err)
+		}
+		recorded := make(map[DeliveryKey]bool, len(added))
+		for _, k := range added {
+			recorded[k] = true
+		}
+		for k, i := range first {
+			dup[i] = !recorded[k]
+		}
+		if within == nil {
+			return nil
+		}
+		var recordedNow []int
+		for i := range keys {
+			if !dup[i] {
+				recordedNow = append(recordedNow, i)
+			}
+		}
+		if len(recordedNow) == 0 {
+			return nil
+		}
+		return within(tx, recordedNow)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return dup, nil
+}
+
+// ErrQuestionNotFound means no question of the agent has that ask id.
+var ErrQuestionNotFound = errors.New("registry: channel question not found")
+
+// questionRow is a row of channel_questions.
+type questionRow struct {
+	AgentID   string `gorm:"primaryKey"`
+	AskID     string `gorm:"primaryKey"`
+	Options   string
+	CreatedAt time.Time
+}
+
+// TableName names the table of questionRow.
+func (questionRow) TableName() string { return "channel_questions" }
+
+// AddQuestion stores the values of the options of question askID of an agent, in the order of
+// its buttons. A question stored already keeps its values.
+func (s *Channels) AddQuestion(ctx context.Context, agentID, askID string, values []string) error {
+	b, err := json.Marshal(values)
+	if err != nil {
+		return fmt.Errorf("encode the options of question %s: %w", askID, err)
+	}
+	row := questionRow{AgentID: agentID, AskID: askID, Options: string(b), CreatedAt: s.now()}
+	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("store question %s: %w", askID, err)
+	}
+	return nil
+}
+
+// Question returns the option values of question askID of an agent, or ErrQuestionNotFound.
+func (s *Channels) Question(ctx context.Context, agentID, askID string) ([]string, error) {
+	var row questionRow
+	err := s.db.WithContext(ctx).Where("agent_id = ? AND ask_id = ?", agentID, askID).Take(&row).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return nil, ErrQuestionNotFound
+	case err != nil:
+		return nil, fmt.Errorf("get question %s: %w", askID, err)
+	}
+	var values []string
+	if err := json.Unmarshal([]byte(row.Options), &values); err != nil {
+		return nil, fmt.Errorf("question %s: stored options: %w", askID, err)
+	}
+	return values, nil
+}
+
+// PruneQuestions forgets the questions asked before before and says how many.
+func (s *Channels) PruneQuestions(ctx context.Context, before time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("created_at < ?", before.UTC()).Delete(&questionRow{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("prune channel questions: %w", res.Error)
+	}
+	return res.RowsAffected, nil
 }

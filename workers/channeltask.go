@@ -38,14 +38,24 @@ type ChannelSend struct {
 	At      time.Time `json:"at"`
 }
 
-// EnqueueChannelTurn enqueues the turn of a delivery, once while it is pending or running.
-func EnqueueChannelTurn(ctx context.Context, q Queue, t ChannelTurn) error {
+// ChannelTurnTask is the task of the turn of a delivery and its options, as EnqueueChannelTurn
+// enqueues it: for a queue that enqueues otherwise (in a transaction of its database).
+func ChannelTurnTask(t ChannelTurn) (Task, []Option, error) {
 	p, err := json.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("encode channel turn: %w", err)
+		return Task{}, nil, fmt.Errorf("encode channel turn: %w", err)
 	}
 	id := "channel:turn:" + t.AgentID + ":" + t.Channel + ":" + t.DeliveryID
-	err = q.Enqueue(ctx, Task{Type: TaskChannelTurn, Payload: p, ID: id}, MaxRetry(channelTurnRetries))
+	return Task{Type: TaskChannelTurn, Payload: p, ID: id}, []Option{MaxRetry(channelTurnRetries)}, nil
+}
+
+// EnqueueChannelTurn enqueues the turn of a delivery, once while it is pending or running.
+func EnqueueChannelTurn(ctx context.Context, q Queue, t ChannelTurn) error {
+	task, opts, err := ChannelTurnTask(t)
+	if err != nil {
+		return err
+	}
+	err = q.Enqueue(ctx, task, opts...)
 	if errors.Is(err, ErrDuplicate) {
 		return nil
 	}

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 
+	"gorm.io/gorm"
+
 	"svc/faults"
 	"svc/registry"
 	"svc/runner"
 	"svc/runner/channels"
 	"svc/runner/runtime"
 	"svc/workers"
+	"svc/workers/dbqueue"
 )
 
 // The messaging channels on the platform: a runtime's channel routes record a delivery and
@@ -36,7 +39,49 @@ func (p *platform) channelHost() *runtime.Channels {
 		Send: func(ctx context.Context, agentID string, s runtime.ChannelSend) error {
 			return workers.EnqueueChannelSend(ctx, p.turns, workers.ChannelSend{AgentID: agentID, Channel: s.Channel, Outbox: s.Outbox, At: s.At})
 		},
+		Record:   p.recordDeliveries(),
 		SlackAPI: p.cfg.SlackAPIURL, TelegramAPI: p.cfg.TelegramAPIURL,
+	}
+}
+
+// recordDeliveries records a batch of accepted deliveries in one commit. On the embedded queue
+// (its jobs in the same database) their turns are enqueued in that commit too: a delivery is
+// recorded with its turn or not at all. Otherwise (Redis) the turns are left to Channels.Turn,
+// after the commit (nil: the runtime's default).
+func (p *platform) recordDeliveries() func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
+	q, ok := p.turns.(*dbqueue.Queue)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
+		dup, err := p.stores.Channels.SeeDeliveries(ctx, runtime.DeliveryKeys(ds), func(tx *gorm.DB, recorded []int) error {
+			tasks := make([]workers.Task, len(recorded))
+			var opts []workers.Option
+			for j, i := range recorded {
+				m := ds[i].Message
+				msg, err := json.Marshal(m)
+				if err != nil {
+					return fmt.Errorf("encode a channel message: %w", err)
+				}
+				if tasks[j], opts, err = workers.ChannelTurnTask(workers.ChannelTurn{AgentID: ds[i].AgentID, Channel: string(m.Channel), DeliveryID: m.DeliveryID, Message: msg}); err != nil {
+					return err
+				}
+			}
+			_, err := q.EnqueueManyTx(ctx, tx, tasks, opts...) // a duplicate: the turn is queued already
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		q.Wake()
+		res := make([]runtime.Recorded, len(ds))
+		for i, d := range dup {
+			res[i] = runtime.RecordedQueued
+			if d {
+				res[i] = runtime.RecordedDuplicate
+			}
+		}
+		return res, nil
 	}
 }
 

@@ -254,7 +254,8 @@ func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 
 // runQueue processes the queue's tasks until ctx is done, after re-enqueueing builds left
 // queued, and the turns lane: the automation fires its scheduler enqueues and the channels'
-// messages and replies. commits, when not nil, is shared with the API of this process (svc up);
+// messages and replies (the outbox sweep enqueues again the sending of replies whose task was
+// lost). commits, when not nil, is shared with the API of this process (svc up);
 // runs takes the wake-ups of durable runs, and router runs the turns.
 func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, router *runner.Router, runs *engine.Engine) error {
 	if n, err := workers.RecoverBuilds(ctx, p.queue, p.deploys); err != nil {
@@ -269,10 +270,13 @@ func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, r
 	p.handleChannels(turns, router)
 	scheduler := workers.NewScheduler(workers.SchedulerConfig{Automations: p.stores.Automations, Queue: p.turns,
 		Interval: p.cfg.AutomationTick, StaleAfter: 10 * p.cfg.AutomationTick, Metrics: p.automationMetrics, Logger: p.log})
+	// Replies whose channel:send task was lost are sent all the same.
+	outbox := &workers.OutboxSweeper{Store: p.stores.Channels, Queue: p.turns, Logger: p.log}
 	return runGroup(ctx,
 		func(ctx context.Context) error { return p.queue.Run(ctx, p.buildMux(commits, runs)) },
 		func(ctx context.Context) error { return p.turns.Run(ctx, turns) },
 		scheduler.Run,
+		outbox.Run,
 	)
 }
 

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,10 @@ const MaxChannelBody = 1 << 20
 // within an hour, Telegram's within a day.
 const DeliveryWindow = 24 * time.Hour
 
+// QuestionWindow is how long the option values of a question asked with buttons are kept: a
+// later press answers with the button's label.
+const QuestionWindow = 30 * 24 * time.Hour
+
 // ErrChannelDropped is wrapped by RunChannel's error for work that retrying cannot help (the
 // channel left svc.json, a message the guardrails block): the queue should give it up.
 var ErrChannelDropped = errors.New("runtime: channel work dropped")
@@ -55,6 +60,14 @@ type Channels struct {
 	TelegramAPI string
 	// HTTP makes the calls to the platforms; nil means each client's default.
 	HTTP *http.Client
+	// Record, when set, records a batch of accepted deliveries in one commit and says, for
+	// each, whether it was a duplicate, or new with its turn enqueued in that commit or left to
+	// Turn. Concurrent deliveries are batched (group commit). nil means Store.SeeDeliveries,
+	// the turns enqueued by Turn.
+	Record func(ctx context.Context, ds []Delivery) ([]Recorded, error)
+
+	batchOnce sync.Once
+	batch     *intakeBatcher
 }
 
 // ChannelSend is a batch of outbox entries of one channel to send in order, not before At.
@@ -80,7 +93,8 @@ type ChannelTask struct {
 //     only an existing session. A session busy with another turn is an error: the queue retries.
 //     A message whose answer is in the outbox already (a re-run) enqueues its sending again and
 //     runs no second turn.
-//   - a Send sends the outbox entries in order: a sent or failed entry is skipped; a 429 waits
+//   - a Send sends the outbox entries in order, each claimed first (an entry another sender
+//     claimed ends the task, that sender sends the rest): a sent or failed entry is skipped; a 429 waits
 //     its Retry-After and another retryable failure backs off, by enqueueing the rest again; a
 //     permanent failure marks the entry failed with the platform's error.
 func (rt *Runtime) RunChannel(ctx context.Context, task ChannelTask) error {
@@ -143,8 +157,12 @@ type channelRoutes struct {
 	store   sessions.Store
 	now     func() time.Time
 	log     *slog.Logger
-	// accepted counts deliveries, to prune old ones now and then.
+	// accepted counts deliveries, to prune old ones now and then; pruning is true while a
+	// prune runs.
 	accepted atomic.Int64
+	pruning  atomic.Bool
+	// resolved holds each channel's settings as last read (resolvedSettings).
+	resolved sync.Map
 }
 
 // errNoChannels answers the routes of a runtime without the platform's channels.
@@ -152,10 +170,24 @@ var errNoChannels = &APIError{Code: CodeNotFound, Message: "messaging channels r
 
 // settings resolves the env: references of channel: its entry and their values, in the order
 // of the entry's settings. A channel svc.json does not configure is 404; an unset variable 503.
+// Values read within ChannelSettingsTTL are used again without reading them: each is a read of
+// the agent's secrets, for every delivery, turn and send.
 func (c *channelRoutes) settings(channel string) (agent.ChannelEntry, []string, error) {
+	entry, values, _, err := c.settingsOf(channel, false)
+	return entry, values, err
+}
+
+// settingsOf is settings, reading the values again when reread; cached says the values were
+// read before.
+func (c *channelRoutes) settingsOf(channel string, reread bool) (_ agent.ChannelEntry, _ []string, cached bool, _ error) {
 	entry, ok := c.cfg.Channel(channel)
 	if _, known := platformFor(channel); !ok || !known {
-		return entry, nil, &APIError{Code: CodeNotFound, Message: "channel " + strconv.Quote(channel) + " is not configured in svc.json channels"}
+		return entry, nil, false, &APIError{Code: CodeNotFound, Message: "channel " + strconv.Quote(channel) + " is not configured in svc.json channels"}
+	}
+	if v, ok := c.resolved.Load(channel); ok && !reread {
+		if r := v.(resolvedSettings); time.Since(r.at) < ChannelSettingsTTL {
+			return entry, r.values, true, nil
+		}
 	}
 	values := make([]string, len(entry.Settings))
 	for i, s := range entry.Settings {
@@ -169,11 +201,24 @@ func (c *channelRoutes) settings(channel string) (agent.ChannelEntry, []string, 
 			if c.hint != nil {
 				hint = c.hint(name)
 			}
-			return entry, nil, &APIError{Code: CodeChannelDown, Message: fmt.Sprintf("%s: variable %s is not set; %s", s.Field, name, hint)}
+			return entry, nil, false, &APIError{Code: CodeChannelDown, Message: fmt.Sprintf("%s: variable %s is not set; %s", s.Field, name, hint)}
 		}
 		values[i] = v
 	}
-	return entry, values, nil
+	c.resolved.Store(channel, resolvedSettings{values: values, at: time.Now()})
+	return entry, values, false, nil
+}
+
+// ChannelSettingsTTL is how long a channel's secrets, once read, are used without reading them
+// again: a changed bot token or signing secret is used within this long (a delivery signed
+// with a new signing secret is verified against it at once: a failed verification reads the
+// secret again).
+const ChannelSettingsTTL = 2 * time.Second
+
+// resolvedSettings are the values of a channel's settings read at at.
+type resolvedSettings struct {
+	values []string
+	at     time.Time
 }
 
 // webhook serves POST /channels/{channel}/webhook: Slack's Events API, Telegram's updates, the
@@ -195,7 +240,7 @@ func (c *channelRoutes) intake(w http.ResponseWriter, r *http.Request, channel s
 	if c.host == nil {
 		return errNoChannels
 	}
-	_, values, err := c.settings(channel)
+	_, values, cached, err := c.settingsOf(channel, false)
 	if err != nil {
 		return err
 	}
@@ -208,7 +253,14 @@ func (c *channelRoutes) intake(w http.ResponseWriter, r *http.Request, channel s
 	}
 	// 2. Verify, then parse.
 	p, _ := platformFor(channel) // settings knows it
-	if err := p.verify(r.Header, body, values[0], c.now()); err != nil {
+	err = p.verify(r.Header, body, values[0], c.now())
+	if err != nil && cached { // the secret may have changed since it was read
+		if _, values, _, err = c.settingsOf(channel, true); err != nil {
+			return err
+		}
+		err = p.verify(r.Header, body, values[0], c.now())
+	}
+	if err != nil {
 		return &APIError{Code: CodeUnauthenticated, Message: strings.TrimPrefix(err.Error(), "channels: ")}
 	}
 	ev, err := p.parse(body)
@@ -234,15 +286,30 @@ func (c *channelRoutes) intake(w http.ResponseWriter, r *http.Request, channel s
 	return fmt.Errorf("channel %s: unexpected event %T", channel, ev)
 }
 
-// seen records a delivery, pruning those older than DeliveryWindow every 500 deliveries; true
-// for a duplicate.
+// seen records a delivery (a button press); true for a duplicate.
 func (c *channelRoutes) seen(ctx context.Context, channel, id string) (bool, error) {
-	if c.accepted.Add(1)%500 == 0 {
+	c.pruneNowAndThen(ctx)
+	return c.host.Store.SeeDelivery(ctx, c.agentID, channel, id)
+}
+
+// pruneNowAndThen forgets the deliveries older than DeliveryWindow, and the questions older than
+// QuestionWindow, every 500 deliveries, in the background (one prune at a time): no delivery
+// waits for it.
+func (c *channelRoutes) pruneNowAndThen(ctx context.Context) {
+	if c.accepted.Add(1)%500 != 0 || !c.pruning.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.pruning.Store(false)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
 		if _, err := c.host.Store.PruneDeliveries(ctx, c.now().Add(-DeliveryWindow)); err != nil {
 			c.log.Warn("channels: prune deliveries", "err", err)
 		}
-	}
-	return c.host.Store.SeeDelivery(ctx, c.agentID, channel, id)
+		if _, err := c.host.Store.PruneQuestions(ctx, c.now().Add(-QuestionWindow)); err != nil {
+			c.log.Warn("channels: prune questions", "err", err)
+		}
+	}()
 }
 
 // forget removes a recorded delivery whose work could not be queued, so that the platform's
@@ -253,21 +320,26 @@ func (c *channelRoutes) forget(ctx context.Context, channel, id string) {
 	}
 }
 
-// accept dedupes a message and enqueues its turn. When it cannot be enqueued the delivery is
-// forgotten, so that the platform's retry is taken, and the answer is 503.
+// accept dedupes a message and enqueues its turn, in one commit with the concurrent deliveries
+// (Channels.Record). When its turn cannot be enqueued the delivery is forgotten, so that the
+// platform's retry is taken, and the answer is 503.
 func (c *channelRoutes) accept(w http.ResponseWriter, r *http.Request, m *channels.Message) error {
-	dup, err := c.seen(r.Context(), string(m.Channel), m.DeliveryID)
+	c.pruneNowAndThen(r.Context())
+	rec, err := c.host.batcher().do(Delivery{AgentID: c.agentID, Message: m})
 	if err != nil {
-		return err
+		c.log.ErrorContext(r.Context(), "channels: record a delivery", "channel", m.Channel, "delivery_id", m.DeliveryID, "err", err)
+		return &APIError{Code: CodeBusy, Message: "the message could not be queued; retry"}
 	}
-	if dup {
+	switch rec {
+	case RecordedDuplicate:
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "duplicate": true})
 		return nil
-	}
-	if err := c.host.Turn(r.Context(), c.agentID, m); err != nil {
-		c.log.ErrorContext(r.Context(), "channels: enqueue a turn", "channel", m.Channel, "delivery_id", m.DeliveryID, "err", err)
-		c.forget(r.Context(), string(m.Channel), m.DeliveryID)
-		return &APIError{Code: CodeBusy, Message: "the message could not be queued; retry"}
+	case RecordedNew:
+		if err := c.host.Turn(r.Context(), c.agentID, m); err != nil {
+			c.log.ErrorContext(r.Context(), "channels: enqueue a turn", "channel", m.Channel, "delivery_id", m.DeliveryID, "err", err)
+			c.forget(r.Context(), string(m.Channel), m.DeliveryID)
+			return &APIError{Code: CodeBusy, Message: "the message could not be queued; retry"}
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	return nil
@@ -327,7 +399,17 @@ func (c *channelRoutes) answer(ctx context.Context, a *channels.Action) (channel
 	if err != nil || dup {
 		return channels.AckAlreadyAnswered, err
 	}
+	// The option's value, as ask_user's caller reads the answer (the label when the question
+	// was pruned, or asked before values were kept).
 	text := a.Label
+	values, err := c.host.Store.Question(ctx, c.agentID, a.ID)
+	switch {
+	case err == nil && a.Option < len(values):
+		text = values[a.Option]
+	case err != nil && !errors.Is(err, registry.ErrQuestionNotFound):
+		c.forget(ctx, channel, "answer:"+a.ID)
+		return "", err
+	}
 	if text == "" {
 		text = fmt.Sprintf("option %d", a.Option+1)
 	}
@@ -439,6 +521,19 @@ func (c *channelRoutes) turn(ctx context.Context, m *channels.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: render the answer: %v", ErrChannelDropped, err)
 	}
+	// A question's buttons carry the index of an option: its value is kept for the press.
+	for _, part := range parts {
+		if part.Kind != channels.PartChoice {
+			continue
+		}
+		values := make([]string, len(part.Options))
+		for i, o := range part.Options {
+			values[i] = o.Value
+		}
+		if err := c.host.Store.AddQuestion(ctx, c.agentID, part.ID, values); err != nil {
+			return err
+		}
+	}
 	if err := c.post(ctx, channel, prefix, reqs); err != nil {
 		return err
 	}
@@ -502,8 +597,15 @@ func (c *channelRoutes) send(ctx context.Context, s ChannelSend) error {
 		if err != nil {
 			return err
 		}
+		if e.Status == registry.OutboxSending {
+			return nil // another sender has it, and the rest after it
+		}
 		if e.Status != registry.OutboxPending {
 			continue
+		}
+		// Claimed, so that a second task of the same entries (the sweep's) cannot send it too.
+		if ok, err := c.host.Store.ClaimOutbox(ctx, id, c.now().Add(ChannelSendClaim)); err != nil || !ok {
+			return err
 		}
 		var req channels.Request
 		if err := json.Unmarshal(e.Request, &req); err != nil {
@@ -540,6 +642,10 @@ func (c *channelRoutes) send(ctx context.Context, s ChannelSend) error {
 	}
 	return nil
 }
+
+// ChannelSendClaim is how long a sender holds an outbox entry it sends (the send task's
+// timeout is 5 minutes): one whose sender died is sent by the sweep after it.
+const ChannelSendClaim = 10 * time.Minute
 
 // client is the sender of channel with its resolved settings.
 func (c *channelRoutes) client(channel string, values []string) sender {

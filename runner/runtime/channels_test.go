@@ -3,8 +3,10 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,9 +29,16 @@ const (
 )
 
 // chanQueue stands in for the platform queue: the channel tasks a runtime enqueues, in order.
-type chanQueue struct{ tasks chan runtime.ChannelTask }
+// failTurns, while true, makes the enqueueing of a turn fail.
+type chanQueue struct {
+	tasks     chan runtime.ChannelTask
+	failTurns atomic.Bool
+}
 
 func (q *chanQueue) turn(_ context.Context, _ string, m *channels.Message) error {
+	if q.failTurns.Load() {
+		return errors.New("the queue is down")
+	}
 	q.tasks <- runtime.ChannelTask{Message: m}
 	return nil
 }
@@ -44,6 +53,7 @@ func (q *chanQueue) send(_ context.Context, _ string, s runtime.ChannelSend) err
 type chanEnv struct {
 	*env
 	q     *chanQueue
+	host  *runtime.Channels // set its Record before the first delivery
 	store *registry.Channels
 	slack *channelstest.Slack
 	tg    *channelstest.Telegram
@@ -66,10 +76,11 @@ func startChannelsOf(t *testing.T, ag *agent.Agent, vars map[string]string) *cha
 	if vars == nil {
 		vars = map[string]string{"SLACK_SIGNING_SECRET": slackSecret, "SLACK_BOT_TOKEN": e.slack.Token, "TG_SECRET": tgSecret, "TG_TOKEN": e.tg.Token}
 	}
+	e.host = &runtime.Channels{Store: e.store, Turn: e.q.turn, Send: e.q.send, SlackAPI: e.slack.URL, TelegramAPI: e.tg.URL}
 	e.env = start(t, runtime.Options{Agent: ag, AgentID: agentID, ExtraTools: []tools.Tool{e.tool},
 		DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"},
 		Env:          func(name string) (string, bool) { v, ok := vars[name]; return v, ok },
-		Channels:     &runtime.Channels{Store: e.store, Turn: e.q.turn, Send: e.q.send, SlackAPI: e.slack.URL, TelegramAPI: e.tg.URL},
+		Channels:     e.host,
 	})
 	return e
 }
@@ -362,8 +373,8 @@ func TestChannelChoicePressedTwice(t *testing.T) {
 		_ = json.Unmarshal(c.Body, &m)
 		texts = append(texts, m.Text)
 	}
-	if len(texts) != 2 || texts[1] != "echo: Pro" {
-		t.Errorf("messages %q, want the question, then the answer to the choice Pro", texts)
+	if len(texts) != 2 || texts[1] != "echo: pro" {
+		t.Errorf("messages %q, want the question, then the answer to the choice Pro: its value, pro", texts)
 	}
 	if n := len(e.tg.Acknowledged(telegram.MethodAnswerCallbackQuery)); n != 2 || len(e.tg.Duplicates()) != 0 {
 		t.Errorf("%d callback answers, duplicates %v; want one per press", n, e.tg.Duplicates())

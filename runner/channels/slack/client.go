@@ -1,12 +1,9 @@
 package slack
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -38,49 +35,31 @@ type Client struct {
 // any other error (channel_not_found, not_in_channel, invalid_auth, msg_too_long...) is
 // permanent. A request without an idempotency key is refused with channels.ErrNoIdempotencyKey.
 func (c *Client) Send(ctx context.Context, req channels.Request) (channels.SendResult, error) {
-	if req.IdempotencyKey == "" {
-		return channels.SendResult{}, fmt.Errorf("slack %s: %w", req.Method, channels.ErrNoIdempotencyKey)
-	}
 	base := strings.TrimRight(cmp.Or(c.BaseURL, DefaultBaseURL), "/")
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/"+req.Method, bytes.NewReader(req.Body))
+	header := http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Authorization": {"Bearer " + c.Token}}
+	ans, err := channels.Post(ctx, c.HTTP, DefaultTimeout, "slack", base+"/"+req.Method, req, header)
 	if err != nil {
-		return channels.SendResult{}, fmt.Errorf("slack %s: build request: %w", req.Method, err)
+		return channels.SendResult{}, err
 	}
-	hreq.Header.Set("Content-Type", "application/json; charset=utf-8")
-	hreq.Header.Set("Authorization", "Bearer "+c.Token)
-	hreq.Header.Set(channels.IdempotencyHeader, req.IdempotencyKey)
-	httpClient := c.HTTP
-	if httpClient == nil {
-		httpClient = &http.Client{Timeout: DefaultTimeout}
-	}
-	resp, err := httpClient.Do(hreq)
-	if err != nil {
-		return channels.SendResult{}, channels.NetworkError(req.Method, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, channels.MaxResponseBytes))
-	if err != nil {
-		return channels.SendResult{}, channels.NetworkError(req.Method, err)
-	}
-	retryAfter := channels.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	retryAfter := channels.ParseRetryAfter(ans.Header.Get("Retry-After"), time.Now())
 	var answer struct {
 		OK        bool   `json:"ok"`
 		Error     string `json:"error"`
 		TS        string `json:"ts"`
 		MessageTS string `json:"message_ts"`
 	}
-	decodeErr := json.Unmarshal(data, &answer)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return channels.SendResult{}, channels.StatusError(req.Method, resp.StatusCode, cmp.Or(answer.Error, http.StatusText(resp.StatusCode)), retryAfter)
+	decodeErr := json.Unmarshal(ans.Body, &answer)
+	if ans.Status < 200 || ans.Status > 299 {
+		return channels.SendResult{}, channels.StatusError(req.Method, ans.Status, cmp.Or(answer.Error, http.StatusText(ans.Status)), retryAfter)
 	}
 	if decodeErr != nil {
 		// A 2xx Slack did not write: a proxy's page. Nothing says the message was posted.
-		return channels.SendResult{}, &channels.SendError{Method: req.Method, Retryable: true, Status: resp.StatusCode, Message: "answer is not JSON: " + decodeErr.Error(), Err: decodeErr}
+		return channels.SendResult{}, &channels.SendError{Method: req.Method, Retryable: true, Status: ans.Status, Message: "answer is not JSON: " + decodeErr.Error(), Err: decodeErr}
 	}
 	if !answer.OK {
-		return channels.SendResult{}, apiError(req.Method, resp.StatusCode, answer.Error, retryAfter)
+		return channels.SendResult{}, apiError(req.Method, ans.Status, answer.Error, retryAfter)
 	}
-	return channels.SendResult{Status: resp.StatusCode, MessageID: cmp.Or(answer.TS, answer.MessageTS)}, nil
+	return channels.SendResult{Status: ans.Status, MessageID: cmp.Or(answer.TS, answer.MessageTS)}, nil
 }
 
 // apiError classifies Slack's {"ok":false,"error":code}, which Slack answers with HTTP 200.

@@ -1,12 +1,9 @@
 package telegram
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,28 +37,10 @@ type Client struct {
 // Request: chat not found", "Forbidden: bot was blocked by the user") is permanent. A request
 // without an idempotency key is refused with channels.ErrNoIdempotencyKey.
 func (c *Client) Send(ctx context.Context, req channels.Request) (channels.SendResult, error) {
-	if req.IdempotencyKey == "" {
-		return channels.SendResult{}, fmt.Errorf("telegram %s: %w", req.Method, channels.ErrNoIdempotencyKey)
-	}
 	base := strings.TrimRight(cmp.Or(c.BaseURL, DefaultBaseURL), "/")
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/bot"+c.Token+"/"+req.Method, bytes.NewReader(req.Body))
+	ans, err := channels.Post(ctx, c.HTTP, DefaultTimeout, "telegram", base+"/bot"+c.Token+"/"+req.Method, req, nil)
 	if err != nil {
-		return channels.SendResult{}, fmt.Errorf("telegram %s: build request: invalid base URL or token", req.Method)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set(channels.IdempotencyHeader, req.IdempotencyKey)
-	httpClient := c.HTTP
-	if httpClient == nil {
-		httpClient = &http.Client{Timeout: DefaultTimeout}
-	}
-	resp, err := httpClient.Do(hreq)
-	if err != nil {
-		return channels.SendResult{}, channels.NetworkError(req.Method, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, channels.MaxResponseBytes))
-	if err != nil {
-		return channels.SendResult{}, channels.NetworkError(req.Method, err)
+		return channels.SendResult{}, err
 	}
 	var answer struct {
 		OK          bool            `json:"ok"`
@@ -72,17 +51,17 @@ func (c *Client) Send(ctx context.Context, req channels.Request) (channels.SendR
 			RetryAfter int `json:"retry_after"`
 		} `json:"parameters"`
 	}
-	decodeErr := json.Unmarshal(data, &answer)
-	if decodeErr == nil && answer.OK && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+	decodeErr := json.Unmarshal(ans.Body, &answer)
+	if decodeErr == nil && answer.OK && ans.Status >= 200 && ans.Status <= 299 {
 		var sent struct {
 			MessageID int64 `json:"message_id"`
 		}
 		if json.Unmarshal(answer.Result, &sent) == nil && sent.MessageID != 0 {
-			return channels.SendResult{Status: resp.StatusCode, MessageID: strconv.FormatInt(sent.MessageID, 10)}, nil
+			return channels.SendResult{Status: ans.Status, MessageID: strconv.FormatInt(sent.MessageID, 10)}, nil
 		}
-		return channels.SendResult{Status: resp.StatusCode}, nil
+		return channels.SendResult{Status: ans.Status}, nil
 	}
-	status := resp.StatusCode
+	status := ans.Status
 	if status >= 200 && status <= 299 {
 		if decodeErr != nil {
 			// A 2xx Telegram did not write: a proxy's page. Nothing says the message was sent.
@@ -90,7 +69,7 @@ func (c *Client) Send(ctx context.Context, req channels.Request) (channels.SendR
 		}
 		status = cmp.Or(answer.ErrorCode, http.StatusBadRequest) // ok false with 200: trust error_code
 	}
-	retryAfter := channels.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	retryAfter := channels.ParseRetryAfter(ans.Header.Get("Retry-After"), time.Now())
 	if answer.Parameters != nil && answer.Parameters.RetryAfter > 0 {
 		retryAfter = time.Duration(answer.Parameters.RetryAfter) * time.Second
 	}
