@@ -87,7 +87,9 @@ func reportP50(b *testing.B, times []time.Duration) {
 //	go test -run '^$' -bench MCPCall -benchmem ./runner/connections
 func BenchmarkMCPCall(b *testing.B) {
 	s := newMCPServer(b)
-	s.add("lookup", true, func(args json.RawMessage, _ http.Header) string { return `{"id":42,"title":"Database latency"} ` + string(args) })
+	s.add("lookup", true, func(args json.RawMessage, _ http.Header) string {
+		return `{"id":42,"title":"Database latency"} ` + string(args)
+	})
 	c, err := connections.New([]*agent.Connection{mcpConn("gh", s.srv.URL, map[string]string{"lookup": "allow"}, nil)}, connections.Options{
 		Secret: func(_ context.Context, name string) (string, bool, error) { return secretToken, true, nil },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,9 +68,6 @@ type mcpSource struct {
 	tooBig atomic.Bool
 	status MCPStatus
 }
-
-// errMCPNotListed is the error of a call to a tool the server no longer lists.
-var errMCPNotListed = errors.New("the server does not list this tool (any more)")
 
 // connect opens a session with the server, through the Client's checked transport. The caller
 // holds s.mu.
@@ -346,6 +342,3 @@ func (c *Client) mcpHeaders(ctx context.Context, cn *conn) (http.Header, *redact
 
 // mcpPrefix is "<connection>__".
 func mcpPrefix(conn string) string { return conn + agent.MCPToolSeparator }
-
-// trimMCPPrefix returns the server's tool name of a model's tool name.
-func trimMCPPrefix(conn, name string) string { return strings.TrimPrefix(name, mcpPrefix(conn)) }
