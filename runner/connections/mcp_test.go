@@ -198,6 +198,18 @@ func TestMCPDefaults(t *testing.T) {
 	if req, err := ts["gh__update"].NeedsApproval(context.Background(), tools.Call{}); req == nil || err != nil {
 		t.Errorf("update: %+v, %v; want asked", req, err)
 	}
+	// In an eval, a tool without readOnlyHint is a write: refused unless the eval allows it.
+	eval := tools.Call{Session: tools.Session{Eval: &tools.EvalPolicy{}}}
+	if _, err := ts["gh__update"].Call(context.Background(), eval); err == nil || !strings.Contains(err.Error(), "Allow writes: gh") {
+		t.Errorf("eval write: %v", err)
+	}
+	eval.Session.Eval.AllowWrites = []string{"gh"}
+	if req, err := ts["gh__update"].NeedsApproval(context.Background(), eval); req != nil || err != nil {
+		t.Errorf("eval allowed write: %+v, %v; want no question", req, err)
+	}
+	if s.count("update") != 0 {
+		t.Error("a refused eval write reached the server")
+	}
 }
 
 // TestMCPManyTools: a server listing 10,000 tools (and some bad ones) offers the first 128

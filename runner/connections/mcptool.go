@@ -91,14 +91,27 @@ func (t *MCPTool) Labels(json.RawMessage) (running, completed string) {
 	return "Calling " + what, "Called " + what
 }
 
-// decide rules the call by the tool's name and its readOnlyHint.
-func (t *MCPTool) decide() toolVerdict { return t.src.cn.toolRules.decide(t.tool, t.readOnly) }
+// decide rules the call by the tool's name and its readOnlyHint. In an eval, a tool the server
+// does not mark readOnlyHint is a write: refused unless the eval allows the connection's writes,
+// and then not asked about (the eval's permission stands for the user's approval), as for
+// the request tool.
+func (t *MCPTool) decide(call tools.Call) toolVerdict {
+	v := t.src.cn.toolRules.decide(t.tool, t.readOnly)
+	if ev := call.Session.Eval; ev != nil && !t.readOnly && v.action != AccessDeny {
+		name := t.src.cn.def.Name
+		if !ev.MayWrite(name) {
+			return toolVerdict{action: AccessDeny, rule: "eval, which makes no writes unless it allows them: add the line \"Allow writes: " + name + "\" under ## Setup of the eval"}
+		}
+		v.action = AccessAllow
+	}
+	return v
+}
 
 // NeedsApproval implements tools.Approver: a request when the tool's rule is confirm (or, with
 // no rule, when the server does not mark it readOnlyHint); an error, without asking, when it is
 // deny.
 func (t *MCPTool) NeedsApproval(ctx context.Context, call tools.Call) (*tools.ApprovalRequest, error) {
-	v := t.decide()
+	v := t.decide(call)
 	switch v.action {
 	case AccessDeny:
 		return nil, t.denied(v)
@@ -123,7 +136,7 @@ func (t *MCPTool) Call(ctx context.Context, call tools.Call) (tools.Result, erro
 	name := t.src.cn.def.Name
 	log := t.src.c.log
 	attrs := []slog.Attr{slog.String("session", call.Session.ID), slog.String("connection", name), slog.String("tool", t.tool)}
-	if v := t.decide(); v.action == AccessDeny {
+	if v := t.decide(call); v.action == AccessDeny {
 		err := t.denied(v)
 		log.LogAttrs(ctx, slog.LevelInfo, "mcp tool call refused", append(attrs, slog.String("err", err.Error()))...)
 		return tools.Result{}, err
