@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"svc/agent"
@@ -40,6 +41,12 @@ func (rt *Runtime) extensions() (tools.Extensions, error) {
 		return tools.Extensions{}, err
 	}
 	rt.conns = client
+	// unreachable holds the mcp connections that failed while this runtime built its profiles:
+	// the next profiles skip them rather than wait for each again (health keeps checking).
+	var (
+		mu          sync.Mutex
+		unreachable = map[string]bool{}
+	)
 	ext.Connections = func(names []string) ([]tools.Tool, string, error) {
 		var rest, servers []string
 		for _, n := range names {
@@ -64,8 +71,17 @@ func (rt *Runtime) extensions() (tools.Extensions, error) {
 			}
 			out, prompt = append(out, t), connections.Prompt(subset)
 		}
+		mu.Lock()
+		servers = slices.DeleteFunc(servers, func(n string) bool { return unreachable[n] })
+		mu.Unlock()
 		if len(servers) > 0 {
-			out = append(out, rt.mcpTools(servers)...)
+			ts, failed := rt.mcpTools(servers)
+			out = append(out, ts...)
+			mu.Lock()
+			for _, n := range failed {
+				unreachable[n] = true
+			}
+			mu.Unlock()
 		}
 		return out, prompt, nil
 	}
@@ -79,12 +95,18 @@ const mcpListTimeout = 30 * time.Second
 // caches each server's list, refreshed after notifications/tools/list_changed and on each
 // health check). A server that cannot be reached offers no tools; the error is logged and
 // shown on /health, and the runtime starts without them.
-func (rt *Runtime) mcpTools(servers []string) []tools.Tool {
+// It returns the servers that failed.
+func (rt *Runtime) mcpTools(servers []string) (offered []tools.Tool, failed []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), mcpListTimeout)
 	defer cancel()
-	ts, err := rt.conns.MCPTools(ctx, servers)
-	if err != nil {
-		rt.log.Warn("mcp connection offers no tools", "err", err)
+	for _, n := range servers {
+		ts, err := rt.conns.MCPTools(ctx, []string{n})
+		if err != nil {
+			rt.log.Warn("mcp connection offers no tools", "connection", n, "err", err)
+			failed = append(failed, n)
+			continue
+		}
+		offered = append(offered, ts...)
 	}
-	return ts
+	return offered, failed
 }

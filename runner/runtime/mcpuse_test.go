@@ -119,3 +119,33 @@ func TestMCPConnectionTools(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestMCPConnectionDown: a server that cannot be reached at load offers no tools; the runtime
+// starts and /health says why.
+func TestMCPConnectionDown(t *testing.T) {
+	ag := loadAgent(t, "hello")
+	if ag.Connections == nil {
+		ag.Connections = map[string]*agent.Connection{}
+	}
+	ag.Connections["down"] = &agent.Connection{Name: "down", Spec: agent.ConnectionSpec{BaseURL: "http://127.0.0.1:1/mcp", Format: agent.FormatMCP}}
+	if na := ag.DefaultAgent(); na != nil {
+		na.Connections = append(na.Connections, "down")
+	}
+	e := start(t, runtime.Options{Agent: ag, DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}})
+	fs := e.chat("", map[string]any{"message": `/tool down__ping {}`, "session_id": "ses_down"})
+	if res := ofType(fs, "tool_call_result"); len(res) != 1 || res[0].Data["status"] != "error" {
+		t.Fatalf("call: %v", types(fs))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hr := e.do("GET", "/health", "", nil)
+		st, _ := hr.JSON["connections"].(map[string]any)["down"].(map[string]any)
+		if m, _ := st["mcp"].(map[string]any); st["status"] == "error" && m["listed"] == false && strings.Contains(str(st["error"]), "initialize") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health: %s", hr.Body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
