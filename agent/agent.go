@@ -93,10 +93,11 @@ type Connection struct {
 
 // ConnectionSpec is connections/<name>/spec.json. BaseURL may be an env: reference.
 type ConnectionSpec struct {
-	BaseURL  string          `json:"baseUrl"`
-	Format   string          `json:"format"` // rest
-	TestPath string          `json:"testPath,omitempty"`
-	Auth     *ConnectionAuth `json:"auth,omitempty"`
+	BaseURL  string `json:"baseUrl"`
+	Format   string `json:"format"`             // rest | mcp (FormatREST, FormatMCP)
+	TestPath string `json:"testPath,omitempty"` // rest only
+
+	Auth *ConnectionAuth `json:"auth,omitempty"`
 }
 
 // ConnectionAuth maps credential names to env:<VARIABLE> references, sent as headers or query parameters.
@@ -109,6 +110,8 @@ type ConnectionAuth struct {
 type Policy struct {
 	// Endpoints maps "*" or "<METHOD> <path pattern>" (e.g. "GET /incidents/{id}") to its rule.
 	Endpoints map[string]EndpointRule `json:"endpoints"`
+	// Tools maps "*" or an MCP tool's name to allow | confirm | deny (mcp connections only).
+	Tools map[string]string `json:"tools,omitempty"`
 }
 
 // EndpointRule is one entry of a connection policy.
@@ -122,6 +125,8 @@ type EndpointRule struct {
 type Access struct {
 	// Endpoints maps "*" or "<METHOD> <path pattern>" to allow | confirm | deny.
 	Endpoints map[string]string `json:"endpoints,omitempty"`
+	// Tools maps "*" or an MCP tool's name to allow | confirm | deny (mcp connections only).
+	Tools map[string]string `json:"tools,omitempty"`
 	// Hidden lists response fields (JSON object keys, at any depth) stripped before the model sees them.
 	Hidden []string `json:"hidden,omitempty"`
 	// RateLimit bounds requests through this connection.

@@ -1,9 +1,46 @@
 package agent
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 )
+
+// Formats of a connection's spec.json.
+const (
+	// FormatREST is an HTTP API the model calls through the request tool.
+	FormatREST = "rest"
+	// FormatMCP is an MCP server (Streamable HTTP) whose tools the model calls as
+	// <connection>__<tool>.
+	FormatMCP = "mcp"
+)
+
+// MCPToolSeparator joins a connection's name and its MCP tool's name: "<connection>__<tool>".
+const MCPToolSeparator = "__"
+
+// mcpToolKey is a tool name a tools rule may name: what may follow "<connection>__" in a
+// model's tool name.
+var mcpToolKey = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// checkToolRules checks the "tools" rules of policy.json or access.json: only for an mcp
+// connection, keys "*" or a tool name, values allow, confirm or deny.
+func checkToolRules(file, format string, rules map[string]string, doc *jsonDoc, c *collector) {
+	if len(rules) > 0 && format != FormatMCP {
+		c.add(file, doc.line("tools"), "field %q applies to connections of format \"mcp\" only; this one is %q (use \"endpoints\")", "tools", format)
+		return
+	}
+	for _, key := range sortedKeys(rules) {
+		field := "tools." + key
+		if key != "*" && !mcpToolKey.MatchString(key) {
+			c.add(file, doc.line(field), "field %q: tool %q must be \"*\" or a tool name of letters, digits, '_' and '-' (at most 64)", "tools", key)
+		}
+		switch rules[key] {
+		case "allow", "confirm", "deny":
+		default:
+			c.add(file, doc.line(field), "field %q must be one of allow, confirm, deny; got %q", field, rules[key])
+		}
+	}
+}
 
 // isEndpointMethod reports whether m is one of the HTTP methods allowed in connection endpoint rules.
 func isEndpointMethod(m string) bool {
@@ -45,10 +82,19 @@ func parseConnectionSpec(file string, data []byte, c *collector) ConnectionSpec 
 	if msg := checkBaseURL("baseUrl", spec.BaseURL); spec.BaseURL != "" && msg != "" {
 		c.add(file, doc.line("baseUrl"), "%s", msg)
 	}
-	if spec.Format != "rest" {
-		c.add(file, doc.line("format"), "field %q must be \"rest\", got %q", "format", spec.Format)
+	switch spec.Format {
+	case FormatREST:
+	case FormatMCP:
+		if spec.TestPath != "" {
+			c.add(file, doc.line("testPath"), "field %q does not apply to an mcp connection: the runtime checks the server with initialize and tools/list; remove it", "testPath")
+		}
+		if spec.Auth != nil && len(spec.Auth.Query) > 0 {
+			c.add(file, doc.line("auth.query"), "field %q does not apply to an mcp connection; send credentials with %q", "auth.query", "auth.headers")
+		}
+	default:
+		c.add(file, doc.line("format"), "field %q must be \"rest\" or \"mcp\", got %q", "format", spec.Format)
 	}
-	if spec.TestPath != "" && !strings.HasPrefix(spec.TestPath, "/") {
+	if spec.TestPath != "" && spec.Format != FormatMCP && !strings.HasPrefix(spec.TestPath, "/") {
 		c.add(file, doc.line("testPath"), "field %q must start with \"/\", got %q", "testPath", spec.TestPath)
 	}
 	if a := spec.Auth; a != nil {
@@ -71,10 +117,13 @@ func parseConnectionSpec(file string, data []byte, c *collector) ConnectionSpec 
 }
 
 // parsePolicy decodes and validates connections/<name>/policy.json.
-func parsePolicy(file string, data []byte, c *collector) *Policy {
+// format is the connection's (spec.json), which says whether "endpoints" or "tools" apply.
+func parsePolicy(file string, data []byte, format string, c *collector) *Policy {
 	p := &Policy{}
 	doc, issues := decodeJSONStrict(data, p)
 	c.addJSON(file, issues)
+	checkToolRules(file, format, p.Tools, doc, c)
+	checkNoEndpoints(file, format, len(p.Endpoints), doc, c)
 	for _, key := range sortedKeys(p.Endpoints) {
 		checkEndpointKey(file, "endpoints", key, doc, c)
 		switch confirm := p.Endpoints[key].Confirm; confirm {
@@ -88,10 +137,16 @@ func parsePolicy(file string, data []byte, c *collector) *Policy {
 }
 
 // parseAccess decodes and validates connections/<name>/access.json.
-func parseAccess(file string, data []byte, c *collector) *Access {
+// format is the connection's (spec.json), which says whether "endpoints" or "tools" apply.
+func parseAccess(file string, data []byte, format string, c *collector) *Access {
 	a := &Access{}
 	doc, issues := decodeJSONStrict(data, a)
 	c.addJSON(file, issues)
+	checkToolRules(file, format, a.Tools, doc, c)
+	checkNoEndpoints(file, format, len(a.Endpoints), doc, c)
+	if format == FormatMCP && len(a.Hidden) > 0 {
+		c.add(file, doc.line("hidden"), "field %q does not apply to an mcp connection (its results are text, not fields)", "hidden")
+	}
 	for _, key := range sortedKeys(a.Endpoints) {
 		checkEndpointKey(file, "endpoints", key, doc, c)
 		switch rule := a.Endpoints[key]; rule {
@@ -114,4 +169,11 @@ func parseAccess(file string, data []byte, c *collector) *Access {
 		}
 	}
 	return a
+}
+
+// checkNoEndpoints refuses endpoint rules on an mcp connection, which has tools, not paths.
+func checkNoEndpoints(file, format string, n int, doc *jsonDoc, c *collector) {
+	if format == FormatMCP && n > 0 {
+		c.add(file, doc.line("endpoints"), "field %q does not apply to an mcp connection; rule its tools with \"tools\": {\"<tool>\" or \"*\": \"allow\" | \"confirm\" | \"deny\"}", "endpoints")
+	}
 }

@@ -92,10 +92,10 @@ func (l *loader) parseConnections() {
 			l.c.add(dir+"/spec.json", 0, "missing spec.json of connection %q", name)
 		}
 		if data, ok := l.read(dir + "/policy.json"); ok {
-			conn.Policy = parsePolicy(dir+"/policy.json", data, &l.c)
+			conn.Policy = parsePolicy(dir+"/policy.json", data, conn.Spec.Format, &l.c)
 		}
 		if data, ok := l.read(dir + "/access.json"); ok {
-			conn.Access = parseAccess(dir+"/access.json", data, &l.c)
+			conn.Access = parseAccess(dir+"/access.json", data, conn.Spec.Format, &l.c)
 		}
 		if data, ok := l.read(dir + "/surface.md"); ok {
 			if text, ok := markdownText(dir+"/surface.md", data, &l.c); ok {

@@ -83,6 +83,10 @@ type conn struct {
 	rules  *rules
 	hidden *hidden
 	limit  *bucket // nil without a rate limit
+	// mcp is the session and tool list of a connection of format mcp (nil for rest); its
+	// rules are toolRules, not rules.
+	mcp       *mcpSource
+	toolRules *toolRules
 	// red caches the redactor of the last auth values: building one costs more than a request's
 	// other checks, and the values change only when a secret rotates or a template's context does.
 	red atomic.Pointer[cachedRedactor]
@@ -131,6 +135,9 @@ func New(conns []*agent.Connection, opts Options) (*Client, error) {
 			errs = append(errs, fmt.Errorf("connection %s: %w", def.Name, err))
 			continue
 		}
+		if cn.toolRules != nil {
+			cn.mcp = &mcpSource{c: c, cn: cn}
+		}
 		c.conns[def.Name] = cn
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -158,8 +165,9 @@ func New(conns []*agent.Connection, opts Options) (*Client, error) {
 
 func compileConn(def *agent.Connection, allowMetadata bool) (*conn, error) {
 	cn := &conn{def: def}
-	if def.Spec.Format != "" && def.Spec.Format != "rest" {
-		return nil, fmt.Errorf("spec.json: format must be \"rest\", got %q", def.Spec.Format)
+	mcpFormat := def.Spec.Format == agent.FormatMCP
+	if def.Spec.Format != "" && def.Spec.Format != agent.FormatREST && !mcpFormat {
+		return nil, fmt.Errorf("spec.json: format must be \"rest\" or \"mcp\", got %q", def.Spec.Format)
 	}
 	if !strings.HasPrefix(def.Spec.BaseURL, agent.EnvPrefix) {
 		u, err := checkBaseURL(def.Spec.BaseURL, allowMetadata)
@@ -187,11 +195,19 @@ func compileConn(def *agent.Connection, allowMetadata bool) (*conn, error) {
 			}
 		}
 	}
-	rs, err := compileConnRules(def)
-	if err != nil {
-		return nil, err
+	if mcpFormat {
+		tr, err := compileToolRules(def)
+		if err != nil {
+			return nil, err
+		}
+		cn.toolRules = tr
+	} else {
+		rs, err := compileConnRules(def)
+		if err != nil {
+			return nil, err
+		}
+		cn.rules = rs
 	}
-	cn.rules = rs
 	if a := def.Access; a != nil {
 		cn.hidden = newHidden(a.Hidden)
 		if r := a.RateLimit; r != nil {
@@ -228,8 +244,22 @@ func checkBaseURL(raw string, allowMetadata bool) (*url.URL, error) {
 // Names returns the names of the client's connections, sorted.
 func (c *Client) Names() []string { return slices.Clone(c.names) }
 
-// Close closes the idle connections of the transport. The Client stays usable.
-func (c *Client) Close() { c.tr.CloseIdleConnections() }
+// RESTNames returns the names of the client's connections of format rest (those the request
+// tool reaches), sorted.
+func (c *Client) RESTNames() []string {
+	return slices.DeleteFunc(slices.Clone(c.names), c.IsMCP)
+}
+
+// Close closes the sessions of mcp connections and the idle connections of the transport. The
+// Client stays usable (an mcp connection opens another session at its next use).
+func (c *Client) Close() {
+	for _, n := range c.names {
+		if s := c.conns[n].mcp; s != nil {
+			s.close()
+		}
+	}
+	c.tr.CloseIdleConnections()
+}
 
 // Check is the health probe of connection name (for /health): a GET of its testPath with its
 // auth, through the same checks as a model's request but outside its rate limit. It returns
@@ -240,6 +270,9 @@ func (c *Client) Check(ctx context.Context, name string) error {
 	cn := c.conns[name]
 	if cn == nil {
 		return fmt.Errorf("connections: no connection %q", name)
+	}
+	if cn.mcp != nil {
+		return c.checkMCP(ctx, cn)
 	}
 	if cn.def.Spec.TestPath == "" {
 		if err := c.checkCredentials(ctx, cn); err != nil {

@@ -66,6 +66,21 @@
 // Redaction happens before a body is cut, so a cut cannot leave half a secret. Logs name the
 // connection, method, path, status and duration only.
 //
+// # MCP servers
+//
+// A connection of format mcp (agent.FormatMCP) is an MCP server over Streamable HTTP, not a
+// REST API: the request tool refuses it (Tool, RESTNames) and MCPTools offers its tools as
+// <connection>__<tool> (MCPTool). Its session (mcpsource.go) is opened with the SDK's client at
+// first use, through the Client's transport (mcptransport.go: the checked dialer, only the base
+// URL's host and port, the auth headers resolved per HTTP request, a POST's answer read at
+// most MaxMCPResponseBytes). The list is read whole (every page, at most 20,000), then bounded
+// to MaxMCPTools valid tools by name; it is cached, and listed again after
+// notifications/tools/list_changed and at each Check. Tools rules (mcprules.go) are allow,
+// confirm or deny by name or "*", the stricter of the two files; without a rule, readOnlyHint
+// tools are allowed and others confirmed. A call that meets mcp.ErrSessionMissing (404 on the
+// session id) re-initialises once and is sent once more. Check of an mcp connection is
+// initialize (when needed) and tools/list; MCPStatus is what /health shows of it.
+//
 // # Wiring (for the runtime)
 //
 // Client: once per agent bundle, when the runtime starts, with rt.env the runtime's Options.Env

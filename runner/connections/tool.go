@@ -63,6 +63,9 @@ func (c *Client) Tool(names []string) (*Tool, error) {
 		if cn == nil {
 			return nil, fmt.Errorf("connections: no connection %q (known: %s)", n, strings.Join(c.names, ", "))
 		}
+		if cn.mcp != nil {
+			return nil, fmt.Errorf("connections: connection %q is an MCP server: its tools come from MCPTools, not the request tool", n)
+		}
 		t.conns[n] = cn
 	}
 	t.names = slices.Sorted(slices.Values(names))
@@ -94,7 +97,7 @@ func NewTool(conns []*agent.Connection, opts Options) (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.Tool(c.names)
+	return c.Tool(c.RESTNames())
 }
 
 // Client returns the Client the tool belongs to.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"sync"
+	"time"
 
 	"svc/agent"
 	"svc/runner/connections"
@@ -39,16 +41,72 @@ func (rt *Runtime) extensions() (tools.Extensions, error) {
 		return tools.Extensions{}, err
 	}
 	rt.conns = client
-	ext.Connections = func(names []string) (tools.Tool, string, error) {
-		t, err := client.Tool(names)
-		if err != nil {
-			return nil, "", err
-		}
-		subset := make([]*agent.Connection, 0, len(names))
+	// unreachable holds the mcp connections that failed while this runtime built its profiles:
+	// the next profiles skip them rather than wait for each again (health keeps checking).
+	var (
+		mu          sync.Mutex
+		unreachable = map[string]bool{}
+	)
+	ext.Connections = func(names []string) ([]tools.Tool, string, error) {
+		var rest, servers []string
 		for _, n := range names {
-			subset = append(subset, rt.ag.Connections[n])
+			if client.IsMCP(n) {
+				servers = append(servers, n)
+			} else {
+				rest = append(rest, n)
+			}
 		}
-		return t, connections.Prompt(subset), nil
+		var (
+			out    []tools.Tool
+			prompt string
+		)
+		if len(rest) > 0 {
+			t, err := client.Tool(rest)
+			if err != nil {
+				return nil, "", err
+			}
+			subset := make([]*agent.Connection, 0, len(rest))
+			for _, n := range rest {
+				subset = append(subset, rt.ag.Connections[n])
+			}
+			out, prompt = append(out, t), connections.Prompt(subset)
+		}
+		mu.Lock()
+		servers = slices.DeleteFunc(servers, func(n string) bool { return unreachable[n] })
+		mu.Unlock()
+		if len(servers) > 0 {
+			ts, failed := rt.mcpTools(servers)
+			out = append(out, ts...)
+			mu.Lock()
+			for _, n := range failed {
+				unreachable[n] = true
+			}
+			mu.Unlock()
+		}
+		return out, prompt, nil
 	}
 	return ext, nil
+}
+
+// mcpListTimeout bounds listing the tools of the MCP servers of one profile at load.
+const mcpListTimeout = 30 * time.Second
+
+// mcpTools lists the tools of the mcp connections servers (once per deployment: the client
+// caches each server's list, refreshed after notifications/tools/list_changed and on each
+// health check). A server that cannot be reached offers no tools; the error is logged and
+// shown on /health, and the runtime starts without them.
+// It returns the servers that failed.
+func (rt *Runtime) mcpTools(servers []string) (offered []tools.Tool, failed []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), mcpListTimeout)
+	defer cancel()
+	for _, n := range servers {
+		ts, err := rt.conns.MCPTools(ctx, []string{n})
+		if err != nil {
+			rt.log.Warn("mcp connection offers no tools", "connection", n, "err", err)
+			failed = append(failed, n)
+			continue
+		}
+		offered = append(offered, ts...)
+	}
+	return offered, failed
 }

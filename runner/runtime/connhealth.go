@@ -17,6 +17,9 @@ type connState struct {
 	Status    string    `json:"status"` // ok | error | unchecked (no testPath, or not checked yet)
 	Error     string    `json:"error,omitempty"`
 	CheckedAt time.Time `json:"checked_at,omitzero"`
+	// MCP is the state of an mcp connection: initialize and tools/list succeeded, the tools
+	// offered, the tools left out (warnings); nil for a REST connection.
+	MCP *connections.MCPStatus `json:"mcp,omitempty"`
 }
 
 // connHealth keeps the last check of each connection.
@@ -35,7 +38,8 @@ func (h *connHealth) snapshot() map[string]connState {
 	return out
 }
 
-// checkConnections calls every connection's testPath now and then every connCheckEvery, until
+// checkConnections calls every connection's testPath (an mcp connection: initialize when its
+// session is closed, and tools/list) now and then every connCheckEvery, until
 // Close. A failing connection is reported on /health; it does not fail the runtime.
 func (rt *Runtime) checkConnections() {
 	defer rt.wg.Done()
@@ -65,6 +69,9 @@ func (rt *Runtime) checkConnections() {
 				st = connState{Status: "unchecked"}
 			case err != nil:
 				st.Status, st.Error = "error", err.Error()
+			}
+			if ms, ok := rt.conns.MCPStatus(n); ok {
+				st.MCP = &ms
 			}
 			rt.connHealth.mu.Lock()
 			rt.connHealth.state[n] = st

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 
 	"svc/agent"
 	"svc/runner/handlers"
@@ -52,8 +50,8 @@ func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tool
 		case tools.NameLoadSkill:
 			return tools.NewLoadSkill(rt.ag.Skills), nil
 		case agent.ConnectionToolName:
-			if rt.conns != nil {
-				return rt.conns.Tool(slices.Sorted(maps.Keys(rt.ag.Connections)))
+			if rt.conns != nil && len(rt.conns.RESTNames()) > 0 {
+				return rt.conns.Tool(rt.conns.RESTNames())
 			}
 		}
 		return nil, fmt.Errorf("no tool %s for a handler to call", name)

@@ -27,9 +27,10 @@ type Selection struct {
 type Extensions struct {
 	// Stores returns the store tools of access modes by store name ("r" or "rw").
 	Stores func(access map[string]string) []Tool
-	// Connections returns the request tool over the named connections and the section of the
-	// system prompt that describes them.
-	Connections func(names []string) (Tool, string, error)
+	// Connections returns the tools of the named connections (the request tool over the REST
+	// ones, the <connection>__<tool> tools of the MCP ones) and the section of the system
+	// prompt that describes them.
+	Connections func(names []string) ([]Tool, string, error)
 	// Handler returns the tool of a handler of svc/tools, inline or durable.
 	Handler func(t *agent.Tool) (Tool, error)
 	// Schemas compiles the parameter schemas of the selected tools; sharing one between the
@@ -66,9 +67,9 @@ func ForAgent(ag *agent.Agent, named *agent.NamedAgent, ext Extensions) Selectio
 			return
 		}
 		if ext.Connections != nil {
-			t, prompt, err := ext.Connections(names)
+			cts, prompt, err := ext.Connections(names)
 			if err == nil {
-				ts = append(ts, t)
+				ts = append(ts, cts...)
 				sel.Connections = prompt
 				return
 			}
