@@ -61,6 +61,12 @@ type Options struct {
 	// it: "set it with `svc secrets set my-agent NAME` or in the runner's environment". nil
 	// says "set it as an agent secret or in the runtime's environment".
 	Hint func(name string) string
+	// ToolsChanged, when set, is called with an mcp connection's name when its tools may have
+	// changed: the server sent notifications/tools/list_changed, or a listing found other tools
+	// than the last one (the first successful listing included). It is called from any
+	// goroutine, sometimes with the connection's lock held: it must not block nor call back into
+	// the Client; hand the work to another goroutine.
+	ToolsChanged func(connection string)
 }
 
 // Client holds the connections of one agent with what their requests share: the checked

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -117,6 +118,14 @@ func (s *mcpSource) redact(ctx context.Context, err error) error {
 // invalidate marks the tool list stale (notifications/tools/list_changed).
 func (s *mcpSource) invalidate() {
 	s.stale.Store(true)
+	s.changed()
+}
+
+// changed tells Options.ToolsChanged that the connection's tools may have changed.
+func (s *mcpSource) changed() {
+	if f := s.c.opts.ToolsChanged; f != nil {
+		f(s.cn.def.Name)
+	}
 }
 
 // ensure returns the open session and the tool list, connecting and listing when needed.
@@ -149,7 +158,14 @@ func (s *mcpSource) refreshLocked(ctx context.Context) error {
 		s.dropLocked()
 		return err
 	}
+	same := s.tools != nil && len(s.tools) == len(tools)
+	for name, t := range tools {
+		same = same && s.tools[name] != nil && reflect.DeepEqual(*s.tools[name], *t)
+	}
 	s.tools = tools
+	if !same {
+		s.changed()
+	}
 	s.status = MCPStatus{Listed: true, Tools: len(tools), Warnings: warnings, CheckedAt: s.status.CheckedAt}
 	for _, w := range warnings {
 		s.c.log.Warn("mcp connection tool left out", "connection", s.cn.def.Name, "warning", w)

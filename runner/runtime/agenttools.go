@@ -30,23 +30,34 @@ func (rt *Runtime) extensions() (tools.Extensions, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
+	// unreachable holds the mcp connections that failed while this runtime built its profiles:
+	// the next profiles skip them rather than wait for each again (health keeps checking, and a
+	// server that answers again comes back through ToolsChanged).
+	var (
+		mu          sync.Mutex
+		unreachable = map[string]bool{}
+	)
+	rt.toolsChanged = make(chan struct{}, 1)
 	client, err := connections.New(slices.Collect(maps.Values(rt.ag.Connections)), connections.Options{
 		Secret:        func(_ context.Context, name string) (string, bool, error) { v, ok := env(name); return v, ok, nil },
 		Transport:     rt.opts.ConnectionTransport,
 		Logger:        rt.log,
 		AllowMetadata: rt.opts.AllowMetadataAddresses,
 		Hint:          rt.opts.SecretHint,
+		ToolsChanged: func(name string) {
+			mu.Lock()
+			delete(unreachable, name)
+			mu.Unlock()
+			select {
+			case rt.toolsChanged <- struct{}{}:
+			default: // a rebuild is due already
+			}
+		},
 	})
 	if err != nil {
 		return tools.Extensions{}, err
 	}
 	rt.conns = client
-	// unreachable holds the mcp connections that failed while this runtime built its profiles:
-	// the next profiles skip them rather than wait for each again (health keeps checking).
-	var (
-		mu          sync.Mutex
-		unreachable = map[string]bool{}
-	)
 	ext.Connections = func(names []string) ([]tools.Tool, string, error) {
 		var rest, servers []string
 		for _, n := range names {
@@ -109,4 +120,19 @@ func (rt *Runtime) mcpTools(servers []string) (offered []tools.Tool, failed []st
 		offered = append(offered, ts...)
 	}
 	return offered, failed
+}
+
+// rebuildTools builds the profiles again whenever an MCP connection's tools may have changed
+// (connections.Options.ToolsChanged), until Close: the turns that start next offer the server's
+// tools as they are now.
+func (rt *Runtime) rebuildTools() {
+	defer rt.wg.Done()
+	for {
+		select {
+		case <-rt.done:
+			return
+		case <-rt.toolsChanged:
+			rt.profiles.Rebuild()
+		}
+	}
 }

@@ -149,3 +149,46 @@ func TestMCPConnectionDown(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestMCPConnectionToolsChange: a tool the server adds while the deployment runs (it sends
+// notifications/tools/list_changed) reaches the model in the turns that follow, without a
+// redeploy; one it removes goes.
+func TestMCPConnectionToolsChange(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "kb", Version: "1"}, nil)
+	add := func(name string) {
+		server.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " ran"}}}, nil
+			})
+	}
+	add("search")
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+	ag := loadAgent(t, "hello")
+	if ag.Connections == nil {
+		ag.Connections = map[string]*agent.Connection{}
+	}
+	ag.Connections["kb"] = &agent.Connection{Name: "kb", Spec: agent.ConnectionSpec{BaseURL: srv.URL, Format: agent.FormatMCP}}
+	if na := ag.DefaultAgent(); na != nil {
+		na.Connections = append(na.Connections, "kb")
+	}
+	e := start(t, runtime.Options{Agent: ag, DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}})
+	ran := func(tool string) bool {
+		fs := e.chat("", map[string]any{"message": "/tool " + tool + " {}"})
+		res := ofType(fs, "tool_call_result")
+		return len(res) == 1 && res[0].Data["status"] == "success" && strings.Contains(str(res[0].Data["content"]), "ran")
+	}
+	if !ran("kb__search") || ran("kb__fetch") {
+		t.Fatal("at load: want kb__search and no kb__fetch")
+	}
+	add("fetch")
+	server.RemoveTools("search")
+	for deadline := time.Now().Add(10 * time.Second); !ran("kb__fetch"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the tool the server added never reached the model")
+		}
+	}
+	if ran("kb__search") {
+		t.Fatal("the tool the server removed is still offered")
+	}
+}

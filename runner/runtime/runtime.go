@@ -201,6 +201,8 @@ type Runtime struct {
 	auto           *automationRoutes
 	channels       *channelRoutes
 	mcp            *mcpRoutes
+	// toolsChanged wakes rebuildTools: an MCP connection's tools may have changed.
+	toolsChanged chan struct{}
 
 	done   chan struct{}
 	closed sync.Once
@@ -318,8 +320,9 @@ func New(opts Options) (*Runtime, error) {
 	rt.wg.Add(1)
 	go rt.evictLoop()
 	if rt.conns != nil {
-		rt.wg.Add(1)
+		rt.wg.Add(2)
 		go rt.checkConnections()
+		go rt.rebuildTools()
 	}
 	return rt, nil
 }

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"svc/agent"
 	"svc/runner/loop"
@@ -43,21 +44,33 @@ func (p *Profile) System(context map[string]string) string {
 // profileKey names a (named agent, skill) pair; "" is the unscoped chat or no skill.
 type profileKey struct{ agent, skill string }
 
-// Profiles are the profiles of one agent, built once. They are read-only and safe for
-// concurrent use.
+// Profiles are the profiles of one agent. They are built at once and rebuilt by Rebuild when a
+// tool source changes (an MCP server's tool list); a turn keeps the profile it started with.
+// Safe for concurrent use.
 type Profiles struct {
-	ag *agent.Agent
-	m  map[profileKey]*Profile
+	ag    *agent.Agent
+	ext   tools.Extensions
+	extra []tools.Tool
+	m     atomic.Pointer[map[profileKey]*Profile]
 }
 
 // NewProfiles builds a profile for every (named agent, skill) pair of ag, with the tools ext
 // makes. extra are host tools offered to every profile after the agent's own (a tool of the
 // same name replaces the agent's).
 func NewProfiles(ag *agent.Agent, ext tools.Extensions, extra []tools.Tool) *Profiles {
-	ps := &Profiles{ag: ag, m: make(map[profileKey]*Profile)}
 	if ext.Schemas == nil {
 		ext.Schemas = &tools.Schemas{} // each tool's parameter schema compiled once for all profiles
 	}
+	ps := &Profiles{ag: ag, ext: ext, extra: extra}
+	ps.Rebuild()
+	return ps
+}
+
+// Rebuild builds the profiles again from the tool sources, as they are now, and puts them in
+// place for the turns that start next.
+func (ps *Profiles) Rebuild() {
+	ag, ext, extra := ps.ag, ps.ext, ps.extra
+	m := make(map[profileKey]*Profile)
 	skills := []string{""}
 	for n := range ag.Skills {
 		skills = append(skills, n)
@@ -82,20 +95,23 @@ func NewProfiles(ag *agent.Agent, ext tools.Extensions, extra []tools.Tool) *Pro
 			if len(sel.Omitted) > 0 {
 				p.Omitted = "Not available in this runtime yet, so left out of this session's tools: " + strings.Join(sel.Omitted, ", ") + "."
 			}
-			ps.m[profileKey{name, sk}] = p
+			m[profileKey{name, sk}] = p
 		}
 	}
 	add("", nil)
 	for name, na := range ag.Agents {
 		add(name, na)
 	}
-	return ps
+	ps.m.Store(&m)
 }
+
+// profiles is the current set.
+func (ps *Profiles) profiles() map[profileKey]*Profile { return *ps.m.Load() }
 
 // ToolNames returns the names of the tools any profile offers, sorted.
 func (ps *Profiles) ToolNames() []string {
 	set := map[string]bool{}
-	for _, p := range ps.m {
+	for _, p := range ps.profiles() {
 		for _, n := range p.Tools.Set.Names() {
 			set[n] = true
 		}
@@ -123,21 +139,22 @@ func (ps *Profiles) Resolve(agentName, skill string) (string, *Profile, error) {
 			return "", nil, invalid("skill", "agent %q has no skill %q (skills: %s)", agentName, skill, strings.Join(na.Skills, ", "))
 		}
 	}
-	return agentName, ps.m[profileKey{agentName, skill}], nil
+	return agentName, ps.profiles()[profileKey{agentName, skill}], nil
 }
 
 // ForSession is the profile of a stored session; a session whose agent or skill no longer
 // exists (after a deploy) falls back to the default chat of its agent, then of the agent.
 func (ps *Profiles) ForSession(s *sessions.Session) *Profile {
-	if p := ps.m[profileKey{s.Agent, s.Skill}]; p != nil {
+	m := ps.profiles()
+	if p := m[profileKey{s.Agent, s.Skill}]; p != nil {
 		return p
 	}
-	if p := ps.m[profileKey{s.Agent, ""}]; p != nil {
+	if p := m[profileKey{s.Agent, ""}]; p != nil {
 		return p
 	}
 	name, p, err := ps.Resolve("", "")
 	if err != nil || p == nil {
-		return ps.m[profileKey{name, ""}]
+		return m[profileKey{name, ""}]
 	}
 	return p
 }
