@@ -145,7 +145,7 @@ func TestToolFrames(t *testing.T) {
 	}
 	// A durable tool that does not pause completes within the call.
 	fs = e.chat("", map[string]any{"message": `/tool refund_request {"customer_id":"c1","amount_eur":10,"reason":"late"}`, "session_id": id})
-	if r := ofType(fs, "tool_call_result"); len(r) != 1 || r[0].Data["status"] != "success" || r[0].Data["result"].(map[string]any)["status"] != "refunded" {
+	if r := ofType(topLevel(fs), "tool_call_result"); len(r) != 1 || r[0].Data["status"] != "success" || r[0].Data["result"].(map[string]any)["status"] != "refunded" {
 		t.Errorf("durable tool result = %v", r)
 	}
 	ctx := e.do("GET", "/inspect/context?session_id="+id, "", nil)
