@@ -47,12 +47,18 @@ func decode(frames []sse.Frame) turn {
 		case sse.TypeTextDelta:
 			text.WriteString(f.Content)
 		case sse.TypeToolCallStart:
+			if f.ParentToolID != "" {
+				continue // a handler's call (a nested card): the checks are about the model's calls
+			}
 			c := &ToolCall{ID: f.ToolID, Name: f.ToolName, Parameters: f.Parameters}
 			t.ToolCalls = append(t.ToolCalls, c)
 			if f.ToolID != "" {
 				byID[f.ToolID] = c
 			}
 		case sse.TypeToolCallResult:
+			if f.ParentToolID != "" {
+				continue
+			}
 			c, ok := byID[f.ToolID]
 			if !ok { // a result without its start: keep it, nameless
 				c = &ToolCall{ID: f.ToolID, Parameters: f.Parameters}

@@ -280,7 +280,9 @@ func (f *emitFrame) encode(b []byte) []byte {
 	b = appendString(b, 1, f.Type)
 	b = appendString(b, 2, f.Message)
 	b = appendString(b, 3, f.RunningLabel)
-	return appendString(b, 4, f.CompletedLabel)
+	b = appendString(b, 4, f.CompletedLabel)
+	b = appendString(b, 5, f.WidgetType)
+	return appendString(b, 6, string(f.Data))
 }
 
 func (f *emitFrame) decode(d *decoder) {
@@ -294,6 +296,10 @@ func (f *emitFrame) decode(d *decoder) {
 			f.RunningLabel = d.string()
 		case 4:
 			f.CompletedLabel = d.string()
+		case 5:
+			f.WidgetType = d.string()
+		case 6:
+			f.Data = json.RawMessage(d.raw())
 		default:
 			d.unknown(tag)
 		}

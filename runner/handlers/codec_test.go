@@ -26,6 +26,7 @@ var codecCases = map[string]message{
 	"reply":  {Op: opReply, Seq: 3, Value: json.RawMessage(`{"key":"c1-0","version":1}`)},
 	"stop":   {Op: opReply, Seq: 4, Error: "record the journal: gone", Stop: true},
 	"emit":   {Op: opEmit, Frame: &emitFrame{Type: "tool_log", Message: "héllo\x00", RunningLabel: "r", CompletedLabel: "c"}},
+	"widget": {Op: opEmit, Frame: &emitFrame{Type: "widget", WidgetType: "chart", Data: json.RawMessage(`{"points":[1,2]}`)}},
 	"record": {Op: opRecord, Key: "step:s#1", Value: json.RawMessage(`[true]`)},
 	"done":   {Op: opDone, Outcome: &outcome{Content: `{"n":2}`, Data: json.RawMessage(`{"n":2}`)}},
 	"pause": {Op: opDone, Outcome: &outcome{Pause: &durable.Pause{Key: "input:approve#1", Kind: "approval", Question: "Refund?",

@@ -55,6 +55,7 @@ func (c *callCtx) methods() map[string]func(goja.FunctionCall) goja.Value {
 	m := map[string]func(goja.FunctionCall) goja.Value{
 		"log":          c.logger(""),
 		"setLabel":     c.setLabel,
+		"widget":       c.widget,
 		"callTool":     c.callTool,
 		"callSubagent": c.callSubagent,
 	}
@@ -140,6 +141,37 @@ func (c *callCtx) setLabel(fc goja.FunctionCall) goja.Value {
 		f.CompletedLabel = truncate(a.String(), DefaultMaxLabelBytes)
 	}
 	c.out.emit(f)
+	return goja.Undefined()
+}
+
+// widget is ctx.widget(type, data): it streams a widget frame {widget_type, data} to the
+// client at once. type is a non-empty string of at most DefaultMaxLabelBytes; data any JSON
+// value, whose JSON is bounded as a result is (MaxResultBytes).
+func (c *callCtx) widget(fc goja.FunctionCall) goja.Value {
+	const what = "ctx.widget:"
+	typ, ok := fc.Argument(0).Export().(string)
+	switch {
+	case !ok:
+		c.throw(what, "type must be a string, such as \"chart\"")
+	case strings.TrimSpace(typ) == "":
+		c.throw(what, "type must not be empty")
+	case len(typ) > DefaultMaxLabelBytes:
+		c.throw(what, fmt.Sprintf("type is %d bytes, over the limit of %d", len(typ), DefaultMaxLabelBytes))
+	}
+	data := fc.Argument(1)
+	if goja.IsUndefined(data) {
+		c.throw(what, "data is required: any JSON value")
+	}
+	s, err := jsonStringify(c.vm, data)
+	switch {
+	case err != nil:
+		c.throw(what, "data is not JSON-serialisable: "+err.Error())
+	case s == "":
+		c.throw(what, "data is not JSON-serialisable: a function or a symbol has no JSON")
+	case len(s) > c.t.spec.MaxResultBytes:
+		c.throw(what, fmt.Sprintf("data is %d bytes of JSON, over the limit of %d", len(s), c.t.spec.MaxResultBytes))
+	}
+	c.out.emit(&emitFrame{Type: string(sse.TypeWidget), WidgetType: typ, Data: json.RawMessage(s)})
 	return goja.Undefined()
 }
 

@@ -224,6 +224,11 @@ func (h *hostCall) emit(f *emitFrame) {
 	case sse.TypeToolLabelUpdate:
 		fr.Type, fr.ToolName, fr.ToolID = sse.TypeToolLabelUpdate, "", h.call.ID
 		fr.RunningLabel, fr.CompletedLabel = f.RunningLabel, f.CompletedLabel
+	case sse.TypeWidget:
+		if !json.Valid(f.Data) { // the worker checked it; a broken one is dropped, not sent
+			return
+		}
+		fr.Type, fr.ToolName, fr.WidgetType, fr.Data = sse.TypeWidget, "", f.WidgetType, f.Data
 	default:
 		return
 	}
@@ -331,7 +336,10 @@ func (h *hostCall) callTool(name string, args json.RawMessage) message {
 	if err := h.flush(); err != nil {
 		return message{Error: err.Error(), Stop: true}
 	}
+	h.startCard(child, name, call)
+	began := time.Now()
 	res, err := child.Call(h.ctx, call)
+	h.endCard(call.ID, res, err, time.Since(began))
 	switch {
 	case err != nil:
 		return message{Error: "failed: " + err.Error()}
@@ -343,6 +351,38 @@ func (h *hostCall) callTool(name string, args json.RawMessage) message {
 		raw, _ = json.Marshal(res.Content) // a string: cannot fail
 	}
 	return message{Value: raw}
+}
+
+// startCard streams the tool_call_start of a child's call, nested under this call's card
+// (spec 4.7 rule 3): parent_tool_id is this call's id, at any depth.
+func (h *hostCall) startCard(child tools.Tool, name string, call tools.Call) {
+	if h.call.Host == nil || h.stopErr != nil {
+		return
+	}
+	f := &sse.Frame{Type: sse.TypeToolCallStart, ToolName: name, ToolID: call.ID, Parameters: call.Arguments, ParentToolID: h.call.ID}
+	if l, ok := child.(tools.Labeler); ok {
+		f.RunningLabel, f.CompletedLabel = l.Labels(call.Arguments)
+	}
+	_ = h.call.Host.Emit(f) // a failed emit ends the turn, which cancels the call
+}
+
+// endCard streams the tool_call_result of a child's call, as the loop does for the model's.
+func (h *hostCall) endCard(id string, res tools.Result, err error, took time.Duration) {
+	if h.call.Host == nil || h.stopErr != nil {
+		return
+	}
+	f := &sse.Frame{Type: sse.TypeToolCallResult, ToolID: id, Status: sse.StatusSuccess, ParentToolID: h.call.ID,
+		Content: res.Content, Result: res.Data, DurationMS: took.Milliseconds()}
+	switch {
+	case err != nil:
+		f.Status, f.Error, f.Content = sse.StatusError, err.Error(), "error: "+err.Error()
+	case res.IsError:
+		f.Status, f.Error = sse.StatusError, res.Content
+	}
+	_ = h.call.Host.Emit(f)
+	if w := res.Widget; err == nil && w != nil {
+		_ = h.call.Host.Emit(&sse.Frame{Type: sse.TypeWidget, WidgetType: w.Type, Data: w.Data})
+	}
 }
 
 // callSubagent runs a specialist for ctx.callSubagent; the worker checked the declaration, the

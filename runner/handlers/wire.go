@@ -98,6 +98,8 @@ type emitFrame struct {
 	Message        string
 	RunningLabel   string
 	CompletedLabel string
+	WidgetType     string          // widget
+	Data           json.RawMessage // widget: checked JSON
 }
 
 // outcome is how a call ended: a result, a pause, or an error.

@@ -97,6 +97,9 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 			return err
 		}
 	case sse.TypeToolCallStart:
+		if f.ParentToolID != "" { // a nested card: inside its parent's step
+			return s.childStart(f)
+		}
 		if err := s.step(); err != nil {
 			return err
 		}
@@ -161,7 +164,9 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 				b = sse.AppendString(b, f.Content)
 			}
 		}
-		s.newStep = true
+		if f.ParentToolID == "" { // a nested card's result is not the end of its step
+			s.newStep = true
+		}
 		if err := s.write(append(b, '}')); err != nil {
 			return err
 		}
@@ -215,6 +220,27 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 		return s.dataPart(f)
 	}
 	return nil
+}
+
+// childStart writes the input chunks of a nested card (a call a handler made with
+// ctx.callTool) in the step of its parent: tool-input-available carries the parent's tool call
+// id in providerMetadata.svc.parentToolId, which useChat keeps on the tool part as
+// callProviderMetadata.
+func (s *aiSink) childStart(f *sse.Frame) error {
+	b := s.chunk(s.buf[:0], `{"type":"tool-input-start","toolCallId":`, f.ToolID)
+	b = append(b, `,"toolName":`...)
+	b = sse.AppendString(b, f.ToolName)
+	if err := s.write(append(b, '}')); err != nil {
+		return err
+	}
+	b = s.chunk(s.buf[:0], `{"type":"tool-input-available","toolCallId":`, f.ToolID)
+	b = append(b, `,"toolName":`...)
+	b = sse.AppendString(b, f.ToolName)
+	b = append(b, `,"input":`...)
+	b = appendRaw(b, f.Parameters, "{}")
+	b = append(b, `,"providerMetadata":{"svc":{"parentToolId":`...)
+	b = sse.AppendString(b, f.ParentToolID)
+	return s.write(append(b, "}}}"...))
 }
 
 // dataPart writes f as a transient data part, for frames the protocol has no chunk for.

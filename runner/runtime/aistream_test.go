@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"reasoning-delta":       {"type", "id", "delta"},
 	"reasoning-end":         {"type", "id"},
 	"tool-input-start":      {"type", "toolCallId", "toolName"},
-	"tool-input-available":  {"type", "toolCallId", "toolName", "input"},
+	"tool-input-available":  {"type", "toolCallId", "toolName", "input", "providerMetadata"},
 	"tool-output-available": {"type", "toolCallId", "output"},
 	"tool-output-error":     {"type", "toolCallId", "errorText"},
 	"error":                 {"type", "errorText"},

@@ -77,14 +77,17 @@ func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, who access
 
 // syncToolCall is one tool call of a /chat/sync answer.
 type syncToolCall struct {
-	ToolID     string `json:"tool_id"`
-	ToolName   string `json:"tool_name"`
-	Parameters any    `json:"parameters"`
-	Status     string `json:"status,omitempty"`
-	Result     any    `json:"result,omitempty"`
-	Content    string `json:"content,omitempty"`
-	Error      string `json:"error,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
+	ToolID   string `json:"tool_id"`
+	ToolName string `json:"tool_name"`
+	// ParentToolID is the tool call whose handler made this one (ctx.callTool); "" for the
+	// model's calls. Children follow their parent in the list.
+	ParentToolID string `json:"parent_tool_id,omitempty"`
+	Parameters   any    `json:"parameters"`
+	Status       string `json:"status,omitempty"`
+	Result       any    `json:"result,omitempty"`
+	Content      string `json:"content,omitempty"`
+	Error        string `json:"error,omitempty"`
+	DurationMS   int64  `json:"duration_ms"`
 }
 
 type syncDone struct {
@@ -121,7 +124,7 @@ func (s *syncSink) Emit(f *sse.Frame) error {
 	case sse.TypeTextDelta:
 		s.text.WriteString(f.Content)
 	case sse.TypeToolCallStart:
-		s.a.ToolCalls = append(s.a.ToolCalls, syncToolCall{ToolID: f.ToolID, ToolName: f.ToolName, Parameters: rawOrNil(f.Parameters)})
+		s.a.ToolCalls = append(s.a.ToolCalls, syncToolCall{ToolID: f.ToolID, ToolName: f.ToolName, ParentToolID: f.ParentToolID, Parameters: rawOrNil(f.Parameters)})
 	case sse.TypeToolCallResult:
 		for i := range s.a.ToolCalls {
 			if tc := &s.a.ToolCalls[i]; tc.ToolID == f.ToolID {

@@ -145,8 +145,13 @@ func TestToolFrames(t *testing.T) {
 	}
 	// A durable tool that does not pause completes within the call.
 	fs = e.chat("", map[string]any{"message": `/tool refund_request {"customer_id":"c1","amount_eur":10,"reason":"late"}`, "session_id": id})
-	if r := ofType(fs, "tool_call_result"); len(r) != 1 || r[0].Data["status"] != "success" || r[0].Data["result"].(map[string]any)["status"] != "refunded" {
+	if r := ofType(topLevel(fs), "tool_call_result"); len(r) != 1 || r[0].Data["status"] != "success" || r[0].Data["result"].(map[string]any)["status"] != "refunded" {
 		t.Errorf("durable tool result = %v", r)
+	}
+	// Its child calls nest under the chat's card of the durable call, not under the run's id.
+	starts := ofType(fs, "tool_call_start")
+	if len(starts) < 2 || starts[1].Data["parent_tool_id"] != starts[0].Data["tool_id"] || str(starts[1].Data["tool_id"]) != str(starts[0].Data["tool_id"])+".1" {
+		t.Errorf("durable nested cards = %v", starts)
 	}
 	ctx := e.do("GET", "/inspect/context?session_id="+id, "", nil)
 	if !cmp.Equal(ctx.JSON["active_skills"], []any{"refunds"}) || !cmp.Equal(ctx.JSON["loaded_knowledge"], []any{"plans"}) {

@@ -178,7 +178,7 @@ func TestSupportDeskActsWithAModelAPI(t *testing.T) {
 func TestTriageComposite(t *testing.T) {
 	e := start(t, runtime.Options{Agent: loadAgent(t, "support-desk")})
 	fs := e.chat("", map[string]any{"message": `/tool triage {"customer_id": "acme", "subject": "refund my invoice"}`})
-	res := ofType(fs, "tool_call_result")
+	res := ofType(topLevel(fs), "tool_call_result")
 	if len(res) != 1 || res[0].Data["status"] != "success" {
 		t.Fatalf("triage: %v", res)
 	}
@@ -203,7 +203,7 @@ func TestTriageComposite(t *testing.T) {
 	}
 	// A second triage numbers the next ticket from the store.
 	fs = e.chat("", map[string]any{"message": `/tool triage {"customer_id": "acme", "subject": "VPN"}`})
-	if r := ofType(fs, "tool_call_result"); len(r) != 1 || r[0].Data["result"].(map[string]any)["ticket"] != "acme-2" {
+	if r := ofType(topLevel(fs), "tool_call_result"); len(r) != 1 || r[0].Data["result"].(map[string]any)["ticket"] != "acme-2" {
 		t.Errorf("second triage: %v", r)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"svc/agent"
+	"svc/runner/attachments"
 	"svc/runner/handlers"
 	"svc/runner/loop"
 	"svc/runner/models"
@@ -77,14 +78,17 @@ func (rt *Runtime) handlerTools(records *stores.Records) func(*agent.Tool) (tool
 }
 
 // subagent runs the named agent's loop on task for a handler's ctx.callSubagent: its own
-// instructions and tools, the agent's model, no summary call; its activity streams as
+// instructions and tools, the session's model (spec 2.5; models.main when the session chose
+// none), no summary call; its activity streams as
 // subagent_event frames of the handler's call. A run that ends in error is a hard failure.
 func (rt *Runtime) subagent(ctx context.Context, name, task string, input json.RawMessage, files []tools.Attachment, call tools.Call) (string, error) {
 	_, prof, err := rt.profiles.Resolve(name, "")
 	if err != nil || prof == nil {
 		return "", fmt.Errorf("no agent %s", name)
 	}
-	ref, _ := rt.turns.ModelRef(&sessions.Session{})
+	// The session's model, as its turns pick it: its choice, else models.main, else the default.
+	m := call.Session.Model
+	ref, _ := rt.turns.ModelRef(&sessions.Session{Model: sessions.Model{Provider: m.Provider, Model: m.Model, Effort: m.Effort}})
 	provider, err := rt.models(ref)
 	if err != nil {
 		return "", fmt.Errorf("model %s/%s is not available: %w", ref.Provider, ref.Model, err)
@@ -96,7 +100,7 @@ func (rt *Runtime) subagent(ctx context.Context, name, task string, input json.R
 	res := loop.Run(ctx, loop.Params{
 		Provider: provider, ProviderName: ref.Provider, Model: ref.Model, Effort: ref.Effort,
 		ContextWindow: rt.opts.ContextWindow, System: prof.System(call.Session.Context),
-		Input: []models.Message{{Role: models.RoleUser, Content: text, Parts: fileParts(files)}}, Tools: prof.Tools.Set,
+		Input: []models.Message{{Role: models.RoleUser, Content: text, Parts: specialistParts(name, files, call.Host)}}, Tools: prof.Tools.Set,
 		MaxTurns: rt.opts.MaxTurns, Subagent: true, Session: call.Session, Logger: rt.log,
 		Sink: &subagentSink{host: call.Host, parent: call.ID, agent: name},
 	})
@@ -150,11 +154,38 @@ func (s *subagentSink) Emit(f *sse.Frame) error {
 	return s.host.Emit(&ev)
 }
 
-// fileParts are a subagent's files as parts of its user message.
-func fileParts(files []tools.Attachment) []models.Part {
+// specialistParts are the files a handler passes to specialist name, as parts of its user
+// message, the way a chat message's attachments reach the main model: a type the model takes
+// as it is, an Office, OpenDocument or RTF file converted to text (and its images). A file the
+// model cannot take (a type it does not read, one that does not convert, a context file never
+// converted) is left off the message with a warning frame to the client, instead of failing the
+// whole specialist call (spec 4.7).
+func specialistParts(name string, files []tools.Attachment, host tools.Host) []models.Part {
 	var parts []models.Part
+	var warnings []string
+	var budget attachments.Budget
 	for _, f := range files {
-		parts = append(parts, models.Part{MimeType: f.MimeType, Data: f.Data, Filename: f.Filename})
+		mt := mediaType(f.MimeType)
+		switch {
+		case len(f.Data) == 0:
+			warnings = append(warnings, "attachment "+f.Filename+" was left off the message of specialist "+name+": it is empty")
+		case attachmentKind(mt) == kindDirect:
+			parts = append(parts, models.Part{MimeType: mt, Data: f.Data, Filename: f.Filename})
+		case attachmentKind(mt) == kindConverted:
+			conv, left, err := convertedParts(f.Filename, mt, f.Data, &budget)
+			if err != nil {
+				warnings = append(warnings, "attachment "+f.Filename+" was left off the message of specialist "+name+": "+err.Error())
+				continue
+			}
+			parts, warnings = append(parts, conv...), append(warnings, left...)
+		default:
+			warnings = append(warnings, "attachment "+f.Filename+" was left off the message of specialist "+name+": the model cannot take "+f.MimeType+" files")
+		}
+	}
+	if host != nil {
+		for _, w := range warnings {
+			_ = host.Emit(&sse.Frame{Type: sse.TypeWarning, Message: w}) // a failed emit ends the turn
+		}
 	}
 	return parts
 }

@@ -74,7 +74,7 @@ func TestHandlerTools(t *testing.T) {
 	// undeclared tool, nor one that asks the user first; nesting is bounded.
 	result := func(msg string) map[string]any {
 		t.Helper()
-		res := ofType(e.chat("", map[string]any{"message": msg}), "tool_call_result")
+		res := ofType(topLevel(e.chat("", map[string]any{"message": msg})), "tool_call_result")
 		if len(res) != 1 {
 			t.Fatalf("%s: %d results", msg, len(res))
 		}
@@ -96,7 +96,7 @@ func TestHandlerTools(t *testing.T) {
 	// The calls tools make to tools in one turn are bounded: two pass a limit of two, not of one.
 	for limit, ok := range map[int]bool{1: false, 2: true} {
 		e := start(t, runtime.Options{Agent: ag, DefaultModel: agent.ModelRef{Provider: models.ProviderEcho, Model: "echo"}, CompositeMaxCalls: limit})
-		res := ofType(e.chat("", map[string]any{"message": `/tool twice {}`}), "tool_call_result")
+		res := ofType(topLevel(e.chat("", map[string]any{"message": `/tool twice {}`})), "tool_call_result")
 		if got := len(res) == 1 && res[0].Data["status"] == "success"; got != ok {
 			t.Errorf("limit %d: %v", limit, res)
 		}

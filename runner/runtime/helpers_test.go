@@ -245,6 +245,17 @@ func ofType(fs []frame, typ string) []frame {
 	return out
 }
 
+// topLevel keeps the frames that are not nested cards (no parent_tool_id): the model's calls.
+func topLevel(fs []frame) []frame {
+	var out []frame
+	for _, f := range fs {
+		if f.Data["parent_tool_id"] == nil || f.typ() == "subagent_event" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func text(fs []frame) string {
 	var b strings.Builder
 	for _, f := range ofType(fs, "text_delta") {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -339,17 +340,12 @@ func (req *chatRequest) validate() (*input, error) {
 		}
 		in.files = append(in.files, tools.Attachment{Filename: name, MimeType: mt, Delivery: delivery, Data: data})
 		if kind == kindConverted && att.Delivery != "context" {
-			conv, err := attachments.Convert(name, mt, data, &imageBudget)
+			parts, warnings, err := convertedParts(name, mt, data, &imageBudget)
 			if err != nil {
-				return nil, invalid(field+".data", "cannot convert %s (%s) to text: %v", name, mt, err)
+				return nil, invalid(field+".data", "%v", err)
 			}
-			in.parts = append(in.parts, models.Part{MimeType: "text/plain", Data: []byte(conv.Text), Filename: name})
-			for _, img := range conv.Images {
-				in.parts = append(in.parts, models.Part{MimeType: img.MimeType, Data: img.Data, Filename: img.Name})
-			}
-			for _, l := range conv.LeftOut {
-				in.warnings = append(in.warnings, "attachment "+l.Name+" was left out: "+l.Reason)
-			}
+			in.parts = append(in.parts, parts...)
+			in.warnings = append(in.warnings, warnings...)
 			continue
 		}
 		if att.Delivery == "context" {
@@ -365,6 +361,24 @@ func (req *chatRequest) validate() (*input, error) {
 		in.text += "Attached files (available to tools, not shown here):\n" + strings.Join(manifest, "\n")
 	}
 	return in, nil
+}
+
+// convertedParts converts an Office, OpenDocument or RTF file to what a model takes: its text,
+// then its embedded images (within budget), with a warning for each medium left out.
+func convertedParts(name, mt string, data []byte, budget *attachments.Budget) ([]models.Part, []string, error) {
+	conv, err := attachments.Convert(name, mt, data, budget)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot convert %s (%s) to text: %w", name, mt, err)
+	}
+	parts := []models.Part{{MimeType: "text/plain", Data: []byte(conv.Text), Filename: name}}
+	for _, img := range conv.Images {
+		parts = append(parts, models.Part{MimeType: img.MimeType, Data: img.Data, Filename: img.Name})
+	}
+	var warnings []string
+	for _, l := range conv.LeftOut {
+		warnings = append(warnings, "attachment "+l.Name+" was left out: "+l.Reason)
+	}
+	return parts, warnings, nil
 }
 
 // checkCommon validates the fields shared by chat and POST /sessions.

@@ -418,6 +418,7 @@ func (rt *Runtime) routes() {
 	m.Handle("GET /sessions/pending-approvals", rt.handle(runs.pending))
 	m.Handle("GET /stores/{store}", rt.handle(records.list))
 	m.Handle("GET /stores/{store}/{key}", rt.handle(records.get))
+	m.Handle("GET /stores/{store}/{key}/history", rt.handle(records.history))
 	m.Handle("PUT /stores/{store}/{key}", rt.handle(records.put))
 	m.Handle("DELETE /stores/{store}/{key}", rt.handle(records.delete))
 	m.Handle("POST /feedback", rt.handle(rt.feedback))

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,17 +17,26 @@ import (
 // storeRoutes serve the records of the agent's stores (spec 4.5).
 type storeRoutes struct{ records *stores.Records }
 
+// limit reads the limit query parameter of a store route: 0 when absent.
+func limit(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > stores.MaxLimit {
+		return 0, invalid("limit", "must be a whole number from 1 to %d, got %q", stores.MaxLimit, v)
+	}
+	return n, nil
+}
+
 // list serves GET /stores/{store}?limit=: the newest records first.
 func (st storeRoutes) list(w http.ResponseWriter, r *http.Request, who access.Identity) error {
-	q := stores.Query{}
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return invalid("limit", "must be a whole number from 1 to %d, got %q", stores.MaxLimit, v)
-		}
-		q.Limit = n
+	n, err := limit(r)
+	if err != nil {
+		return err
 	}
-	recs, err := st.records.Query(r.Context(), r.PathValue("store"), q)
+	recs, err := st.records.Query(r.Context(), r.PathValue("store"), stores.Query{Limit: n})
 	if err != nil {
 		return storeErr(err)
 	}
@@ -41,6 +51,30 @@ func (st storeRoutes) get(w http.ResponseWriter, r *http.Request, who access.Ide
 		return storeErr(err)
 	}
 	writeJSON(w, http.StatusOK, stores.ItemOf(rec))
+	return nil
+}
+
+// history serves GET /stores/{store}/{key}/history?limit=: the key's current version and the
+// earlier ones its store keeps (history.versions), newest first, at most limit (default
+// stores.DefaultLimit), each with its trace {session_id, tool_call_id, at} on a store with
+// "trace": true, as the history tool shows them. 404 for a key without a record.
+func (st storeRoutes) history(w http.ResponseWriter, r *http.Request, who access.Identity) error {
+	n, err := limit(r)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		n = stores.DefaultLimit
+	}
+	store, key := r.PathValue("store"), r.PathValue("key")
+	recs, err := st.records.History(r.Context(), store, key)
+	if err != nil {
+		return storeErr(err)
+	}
+	if len(recs) == 0 {
+		return storeErr(fmt.Errorf("%w: no record %q in store %s", stores.ErrNotFound, key, store))
+	}
+	writeJSON(w, http.StatusOK, stores.HistoryOf(key, recs[:min(n, len(recs))]))
 	return nil
 }
 

@@ -150,7 +150,7 @@ func TestToolArgumentsChecked(t *testing.T) {
 			before := now()
 			fs := e.chat("", map[string]any{"message": "/tool " + tt.tool + " " + tt.args})
 			after := now()
-			res := ofType(fs, "tool_call_result")
+			res := ofType(topLevel(fs), "tool_call_result")
 			if len(res) != 1 {
 				t.Fatalf("frames %v: want one tool_call_result", types(fs))
 			}

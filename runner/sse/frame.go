@@ -77,7 +77,10 @@ type Frame struct {
 	WidgetType string          // widget
 	Data       json.RawMessage // widget
 
-	ParentToolID string          // subagent_event: the tool call whose handler runs the subagent
+	// ParentToolID is, on subagent_event, the tool call whose handler runs the subagent; on
+	// tool_call_start and tool_call_result, the tool call whose handler made this call through
+	// ctx.callTool (a nested card); "" for a call of the model.
+	ParentToolID string
 	AgentName    string          // subagent_event
 	EventType    string          // subagent_event: text | tool_call | tool_result | error
 	ToolArgs     json.RawMessage // subagent_event, for tool_call
@@ -144,6 +147,7 @@ func appendFrame(dst []byte, f *Frame, stamp []byte) []byte {
 		dst = rawField(dst, "parameters", f.Parameters, "{}")
 		dst = optField(dst, "running_label", f.RunningLabel)
 		dst = optField(dst, "completed_label", f.CompletedLabel)
+		dst = optField(dst, "parent_tool_id", f.ParentToolID)
 	case TypeToolLabelUpdate:
 		dst = field(dst, "tool_id", f.ToolID)
 		dst = optField(dst, "running_label", f.RunningLabel)
@@ -160,6 +164,7 @@ func appendFrame(dst []byte, f *Frame, stamp []byte) []byte {
 		}
 		dst = intField(dst, "duration_ms", f.DurationMS)
 		dst = optField(dst, "error", f.Error)
+		dst = optField(dst, "parent_tool_id", f.ParentToolID)
 	case TypeToolLog:
 		dst = field(dst, "tool_name", f.ToolName)
 		dst = field(dst, "message", f.Message)

@@ -157,16 +157,43 @@ type (
 		Key     string `json:"key"`
 		Deleted bool   `json:"deleted"`
 	}
-	historyOut struct {
-		Key      string       `json:"key"`
-		Versions []versionOut `json:"versions"`
-	}
-	versionOut struct {
-		Version   int64           `json:"version"`
-		Value     json.RawMessage `json:"value"`
-		UpdatedAt string          `json:"updated_at"` // RFC 3339, UTC
-	}
 )
+
+// History is a key's versions as the history tool (and the history route) shows them, newest
+// first.
+type History struct {
+	Key      string    `json:"key"`
+	Versions []Version `json:"versions"`
+}
+
+// Version is one version of a History: with its trace on a store with "trace": true, when a
+// model's tool call (or a handler's child call) wrote it.
+type Version struct {
+	Version   int64           `json:"version"`
+	Value     json.RawMessage `json:"value"`
+	UpdatedAt string          `json:"updated_at"` // RFC 3339, UTC
+	Trace     *TraceOut       `json:"trace,omitempty"`
+}
+
+// TraceOut is a version's trace as shown: who wrote it, and when (the version's updated_at).
+type TraceOut struct {
+	SessionID  string `json:"session_id,omitempty"`
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	At         string `json:"at"` // RFC 3339, UTC
+}
+
+// HistoryOf returns the History of key's versions recs, never with a nil list.
+func HistoryOf(key string, recs []Record) History {
+	out := History{Key: key, Versions: make([]Version, len(recs))}
+	for i, rec := range recs {
+		at := rec.UpdatedAt.UTC().Format(time.RFC3339Nano)
+		out.Versions[i] = Version{Version: rec.Version, Value: rec.Value, UpdatedAt: at}
+		if tr := rec.Trace; tr != nil {
+			out.Versions[i].Trace = &TraceOut{SessionID: tr.SessionID, ToolCallID: tr.ToolCallID, At: at}
+		}
+	}
+	return out
+}
 
 // Call implements tools.Tool. A write records call.Session.ID and call.ID as
 // its trace, on stores with "trace": true.
@@ -232,11 +259,7 @@ func (t *storeTool) run(ctx context.Context, call tools.Call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out := historyOut{Key: key, Versions: make([]versionOut, len(recs))}
-		for i, rec := range recs {
-			out.Versions[i] = versionOut{Version: rec.Version, Value: rec.Value, UpdatedAt: rec.UpdatedAt.UTC().Format(time.RFC3339Nano)}
-		}
-		return out, nil
+		return HistoryOf(key, recs), nil
 	}
 	return nil, fmt.Errorf("unknown action %q", t.action)
 }

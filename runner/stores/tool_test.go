@@ -148,8 +148,10 @@ func TestToolResults(t *testing.T) {
 		{"store__tickets__query", `{"where":null,"limit":500}`, `{"items":[{"key":"acme-7","version":2,"value":{"customer_id":"acme","number":7,"status":"closed"}},{"key":"acme-8","version":1,"value":{"customer_id":"acme","number":8,"status":"open"}}]}`},
 		{"store__tickets__query", `{"where":{"customer_id":"nobody"}}`, `{"items":[]}`},
 		{"store__tickets__history", `{"key":"acme-7"}`, `{"key":"acme-7","versions":[` +
-			`{"version":2,"value":{"customer_id":"acme","number":7,"status":"closed"},"updated_at":"2026-05-06T07:08:09.123456Z"},` +
-			`{"version":1,"value":{"customer_id":"acme","number":7,"status":"open","subject":"<b>Refund</b>"},"updated_at":"2026-05-06T07:08:09.123456Z"}]}`},
+			`{"version":2,"value":{"customer_id":"acme","number":7,"status":"closed"},"updated_at":"2026-05-06T07:08:09.123456Z",` +
+			`"trace":{"session_id":"sess-1","tool_call_id":"call-store__tickets__set","at":"2026-05-06T07:08:09.123456Z"}},` +
+			`{"version":1,"value":{"customer_id":"acme","number":7,"status":"open","subject":"<b>Refund</b>"},"updated_at":"2026-05-06T07:08:09.123456Z",` +
+			`"trace":{"session_id":"sess-1","tool_call_id":"call-store__tickets__set","at":"2026-05-06T07:08:09.123456Z"}}]}`},
 		{"store__tickets__history", `{"key":"none-1"}`, `{"key":"none-1","versions":[]}`},
 		{"store__tickets__delete", `{"key":"acme-7"}`, `{"key":"acme-7","deleted":true}`},
 		{"store__tickets__delete", `{"key":"acme-7"}`, `{"key":"acme-7","deleted":false}`},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"svc/agent"
 	"svc/runner/models"
 	"svc/runner/sse"
 )
@@ -53,6 +54,10 @@ type Session struct {
 	// Attachments are the files the user sent with this turn's message, those delivered to the
 	// model and those kept for tools only (delivery "context"). Read only.
 	Attachments []Attachment
+	// Model is the model the session chose (spec 2.5 model: provider, model, effort); zero
+	// when it chose none. The specialists a handler asks (ctx.callSubagent) run on it, as the
+	// session does, and on the agent's models.main when it is zero.
+	Model agent.ModelRef
 	// Eval, when set, marks a session an eval runs: connection writes need the eval's
 	// permission, and durable runs stop at their first pause.
 	Eval *EvalPolicy

@@ -82,6 +82,7 @@ type Turn struct {
 	orgID    string
 	method   access.Method // (the whole Identity would grow every Turn by its other fields)
 	files    []tools.Attachment
+	choice   agent.ModelRef // the session's model choice (spec 2.5), zero when none: for specialists
 	budget   int
 	used     int
 	run      *sessions.Run // the run's record as it began (runs.go)
@@ -198,6 +199,7 @@ func (t *Turn) setup(st Start, kept []models.Part) {
 	t.context = maps.Clone(s.Context)
 	t.meta = maps.Clone(s.Metadata)
 	t.owner, t.scope = s.Owner, s.ScopeID
+	t.choice = agent.ModelRef{Provider: s.Model.Provider, Model: s.Model.Model, Effort: s.Model.Effort}
 	t.prof = e.cfg.Profiles.ForSession(s)
 	t.system = t.prof.System(s.Context)
 	var fallback bool
@@ -288,7 +290,7 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
 			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
 			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			Session: tools.Session{ID: t.l.ID, Owner: t.owner, ScopeID: t.scope, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files, Eval: t.eval}, Approvals: t.approvals(),
+			Session: tools.Session{ID: t.l.ID, Owner: t.owner, ScopeID: t.scope, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files, Model: t.choice, Eval: t.eval}, Approvals: t.approvals(),
 			Tracer:  t.e.cfg.Tracer,
 			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
 		})

@@ -39,8 +39,8 @@ func (e *Engine) lease() time.Duration {
 }
 
 // StartRun starts a run of run.ToolName on the deployment run.DeployID of run.AgentID (which
-// must be attached or loadable), with run's ParentSessionID, Owner, ScopeID, Input and Context,
-// and executes it until it finishes or parks; host, when not nil, receives the handler's frames.
+// must be attached or loadable), with run's ParentSessionID, Owner, ScopeID, Input and Context
+// (and run.ID when set, else a new one), and executes it until it finishes or parks; host, when not nil, receives the handler's frames.
 // It returns the run as it stands then: an execution interrupted by Shutdown leaves it running,
 // to resume at its lease's wake-up. The execution is not cancelled with ctx (a chat whose client
 // left): the handler's deadline bounds it.
@@ -51,7 +51,9 @@ func (e *Engine) StartRun(ctx context.Context, run durable.Run, host tools.Host)
 	}
 	defer x.done()
 	now := e.now().UTC()
-	run.ID = auth.NewID("dur_")
+	if run.ID == "" {
+		run.ID = auth.NewID("dur_")
+	}
 	run.Status, run.Attempt, run.Executions, run.LeaseUntil = durable.Running, 1, 1, now.Add(e.lease())
 	run.CreatedAt, run.UpdatedAt = now, now
 	if err := e.runs.Create(ctx, run); err != nil {

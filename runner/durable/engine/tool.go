@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+
+	"svc/auth"
 
 	"svc/runner/durable"
 	"svc/runner/handlers"
@@ -39,9 +42,14 @@ func (d *startTool) Call(ctx context.Context, call tools.Call) (tools.Result, er
 	if !json.Valid(args) {
 		return tools.Result{}, fmt.Errorf("%w: arguments are not JSON", tools.ErrBadArguments)
 	}
-	run, err := d.e.StartRun(ctx, durable.Run{AgentID: d.agentID, DeployID: d.deployID, ToolName: d.h.Spec().Name,
+	id := auth.NewID("dur_")
+	host := call.Host
+	if host != nil {
+		host = &cardHost{Host: host, run: id, card: call.ID}
+	}
+	run, err := d.e.StartRun(ctx, durable.Run{ID: id, AgentID: d.agentID, DeployID: d.deployID, ToolName: d.h.Spec().Name,
 		ParentSessionID: call.Session.ID, Owner: call.Session.Owner, ScopeID: call.Session.ScopeID, Input: args,
-		Context: call.Session.Context}, call.Host)
+		Context: call.Session.Context}, host)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -95,4 +103,35 @@ func asyncStart(run durable.Run) tools.Result {
 	}
 	b, _ := json.Marshal(out) // plain values: cannot fail
 	return tools.Result{Content: string(b), Data: b}
+}
+
+// cardHost passes the frames of a durable run's first execution to the chat whose tool call
+// started it. The handler runs as a call whose id is the run's, so its frames name the run:
+// the card of its tool_label_update, and the parent_tool_id of its nested cards (ctx.callTool)
+// and subagent_event frames. cardHost names the chat's tool call instead, the card the client
+// shows, and renames the ids of the nested calls ("<run>.1" becomes "<card>.1").
+type cardHost struct {
+	tools.Host
+	run, card string
+}
+
+// Emit implements tools.Host.
+func (c *cardHost) Emit(f *sse.Frame) error {
+	id, parent := c.rename(f.ToolID), c.rename(f.ParentToolID)
+	if id == f.ToolID && parent == f.ParentToolID {
+		return c.Host.Emit(f)
+	}
+	g := *f
+	g.ToolID, g.ParentToolID = id, parent
+	return c.Host.Emit(&g)
+}
+
+func (c *cardHost) rename(id string) string {
+	if id == c.run {
+		return c.card
+	}
+	if rest, ok := strings.CutPrefix(id, c.run+"."); ok {
+		return c.card + "." + rest
+	}
+	return id
 }
