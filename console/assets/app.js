@@ -150,14 +150,26 @@ async function renderAgents() {
     h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No agents yet.'))))), create);
 }
 
-// action runs fn after a confirmation and shows its result in out.
+// flash is a result to show on the next render of a page (a reload after an action).
+let flash = null;
+function resultBox() {
+  const out = h('div', { id: 'action-result', 'aria-live': 'polite' });
+  if (flash) { out.append(flash); flash = null; }
+  return out;
+}
+function doneBox(r) {
+  return h('div', { class: 'panel ok', role: 'status' }, 'Done' + (r && r.deployId ? ': ' + r.environment + ' serves ' + r.deployId : ''));
+}
+
+// action runs fn after a confirmation and shows its result in out; done (a reload) shows it
+// again on the page it renders.
 async function action(out, question, fn, done) {
   if (!(await confirmAction(question))) return;
   out.replaceChildren(h('p', { class: 'muted' }, 'Working…'));
   try {
     const r = await fn();
-    out.replaceChildren(h('div', { class: 'panel ok', role: 'status' }, 'Done' + (r && r.deployId ? ': ' + r.environment + ' serves ' + r.deployId : '')));
-    if (done) done(r);
+    out.replaceChildren(doneBox(r));
+    if (done) { flash = doneBox(r); done(r); }
   } catch (err) { out.replaceChildren(errorBox(err)); }
 }
 
@@ -170,7 +182,7 @@ function agentLinks(id) {
 
 async function renderAgent(id, page = 0) {
   const [agent, deployments] = await Promise.all([api.get('/api/agents/' + id), api.get('/api/agents/' + id + '/deployments')]);
-  const out = h('div', { id: 'action-result', 'aria-live': 'polite' });
+  const out = resultBox();
   const reload = () => renderAgent(id, page);
   // Environments: the active deployment of each environment seen in the deployments.
   const envs = new Map();
@@ -197,7 +209,8 @@ async function renderAgent(id, page = 0) {
     out.replaceChildren(h('p', { class: 'muted' }, 'Working…'));
     try {
       const r = await api.post('/api/deployments/promote', body);
-      out.replaceChildren(h('div', { class: 'panel ok', role: 'status' }, 'Done: ' + r.environment + ' serves ' + r.deployId));
+      out.replaceChildren(doneBox(r));
+      flash = doneBox(r);
       reload();
     } catch (err) {
       out.replaceChildren(errorBox(err));
@@ -299,7 +312,7 @@ async function evalsView(deployId) {
 
 async function renderDeployment(id) {
   const d = await api.get('/api/deployments/' + id);
-  const out = h('div', { 'aria-live': 'polite' });
+  const out = resultBox();
   const reload = () => renderDeployment(id);
   const fields = ['deployId', 'agentId', 'environment', 'status', 'isActive', 'runtime', 'commit', 'branch', 'sourceVersionId', 'buildId', 'url', 'createdAt', 'readyAt', 'activatedAt', 'promotedFrom', 'error', 'runtimeError'];
   const table = h('table', { id: 'deployment' }, h('tbody', {}, fields.filter((f) => d[f] !== undefined && d[f] !== null && d[f] !== '').map((f) =>
@@ -526,7 +539,7 @@ async function renderAutomations(id) {
           } }, 'Runs'), ' ',
           h('button', { 'data-need': 'operator', onclick: () => action(out, 'Fire ' + a.name + ' now?', () => rt('POST', '/api/automations/' + a.id + '/run')) }, 'Run now'))),
         h('tr', {}, runs)];
-      }) : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No automations (create them with svc automations create or the runtime API).')))))));
+      }) : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No automations (create them with svc automations create or the runtime API).'))))));
   } catch (err) { box.replaceChildren(errorBox(err)); }
 }
 
