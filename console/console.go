@@ -12,6 +12,8 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"regexp"
+	"sort"
 	"strings"
 	"time"
 )
@@ -42,8 +44,9 @@ type file struct {
 // shell (index.html), whose script routes on the client. Every answer carries the security
 // headers and an ETag (If-None-Match answers 304).
 type Handler struct {
-	files map[string]file // by path under assets/
-	csp   string
+	files   map[string]file // by path under assets/
+	csp     string
+	version string // of every asset URL the shell and the modules name (versionURLs)
 }
 
 // New reads the embedded assets once and builds the Content-Security-Policy from cfg.
@@ -81,7 +84,47 @@ func New(cfg Config) (*Handler, error) {
 	if _, ok := h.files["index.html"]; !ok {
 		return nil, errors.New("console: assets/index.html is not embedded")
 	}
+	h.version = h.versionURLs()
 	return h, nil
+}
+
+// moduleImport is a relative import of a sibling module in an embedded script.
+var moduleImport = regexp.MustCompile(`(from\s+'\./[A-Za-z0-9_-]+\.js)'`)
+
+// versionURLs makes every asset URL the shell and the modules name carry ?v=<version>, a hash
+// of all the files: such a URL is cached for good (immutable) and a new binary's files get new
+// URLs, so a page load revalidates nothing but the shell. It answers the version.
+func (h *Handler) versionURLs() string {
+	names := make([]string, 0, len(h.files))
+	for name := range h.files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	sum := sha256.New()
+	for _, name := range names {
+		sum.Write([]byte(name))
+		sum.Write(h.files[name].body)
+	}
+	version := hex.EncodeToString(sum.Sum(nil))[:12]
+	for _, name := range names {
+		f := h.files[name]
+		switch {
+		case name == "index.html":
+			body := string(f.body)
+			for _, asset := range names {
+				body = strings.ReplaceAll(body, `"`+Prefix+"/assets/"+asset+`"`, `"`+Prefix+"/assets/"+asset+"?v="+version+`"`)
+			}
+			f.body = []byte(body)
+		case strings.HasSuffix(name, ".js"):
+			f.body = moduleImport.ReplaceAll(f.body, []byte("$1?v="+version+"'"))
+		default:
+			continue
+		}
+		s := sha256.Sum256(f.body)
+		f.etag = `"` + hex.EncodeToString(s[:8]) + `"`
+		h.files[name] = f
+	}
+	return version
 }
 
 // CSP is the Content-Security-Policy of every console answer: scripts, styles and images from the
@@ -132,9 +175,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	hdr.Set("Content-Type", f.ctype)
 	hdr.Set("ETag", f.etag)
-	// Revalidate every time: the ETag makes that a 304 without a body, and a new binary's files
-	// are picked up at once.
-	hdr.Set("Cache-Control", "no-cache")
+	if name != "index.html" && r.URL.Query().Get("v") == h.version {
+		// A versioned URL never changes its bytes (versionURLs).
+		hdr.Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		// Revalidate every time: the ETag makes that a 304 without a body, and a new binary's
+		// files are picked up at once.
+		hdr.Set("Cache-Control", "no-cache")
+	}
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
 }
 

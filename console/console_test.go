@@ -81,7 +81,7 @@ func TestCSP(t *testing.T) {
 func TestShellAndAssets(t *testing.T) {
 	h := newHandler(t)
 	shell := serve(h, "GET", "/console/", nil)
-	if ct := shell.Header().Get("Content-Type"); ct != "text/html; charset=utf-8" || !strings.Contains(shell.Body.String(), `src="/console/assets/app.js"`) {
+	if ct := shell.Header().Get("Content-Type"); ct != "text/html; charset=utf-8" || !strings.Contains(shell.Body.String(), `src="/console/assets/app.js?v=`) {
 		t.Fatalf("shell: %s %q", ct, shell.Body.String())
 	}
 	for _, p := range []string{"/console", "/console/signin", "/console/agents/a/playground", "/console/deployments/d1"} {
@@ -160,5 +160,31 @@ func TestNoExternalURL(t *testing.T) {
 	})
 	if err != nil || n < 5 {
 		t.Fatalf("walked %d files: %v", n, err)
+	}
+}
+
+// TestVersionedURLs: the shell and the modules name their assets with ?v=, which answer as
+// immutable; the same path without it (or with another version) is revalidated.
+func TestVersionedURLs(t *testing.T) {
+	h := newHandler(t)
+	shell := serve(h, "GET", "/console/", nil).Body.String()
+	m := regexp.MustCompile(`/console/assets/app\.js\?v=([0-9a-f]+)"`).FindStringSubmatch(shell)
+	if m == nil {
+		t.Fatalf("the shell names no versioned app.js:\n%s", shell)
+	}
+	js := serve(h, "GET", "/console/assets/app.js?v="+m[1], nil)
+	if cc := js.Header().Get("Cache-Control"); cc != "public, max-age=31536000, immutable" {
+		t.Errorf("versioned app.js Cache-Control = %q", cc)
+	}
+	if !strings.Contains(js.Body.String(), "from './api.js?v="+m[1]+"'") {
+		t.Errorf("app.js does not import the versioned api.js")
+	}
+	for _, p := range []string{"/console/assets/app.js", "/console/assets/app.js?v=old"} {
+		if cc := serve(h, "GET", p, nil).Header().Get("Cache-Control"); cc != "no-cache" {
+			t.Errorf("%s Cache-Control = %q, want no-cache", p, cc)
+		}
+	}
+	if cc := serve(h, "GET", "/console/", nil).Header().Get("Cache-Control"); cc != "no-cache" {
+		t.Errorf("the shell's Cache-Control = %q, want no-cache", cc)
 	}
 }

@@ -116,13 +116,18 @@ func BenchmarkConsoleDeployments(b *testing.B) {
 		br := newBrowser(b)
 		br.signIn(p.url, p.token)
 		page := p.url + "/console/agents/" + agentID
-		var ds []time.Duration
+		var wall, inPage []time.Duration
 		for b.Loop() {
 			start := time.Now()
 			br.run("open the deployments page", 30*time.Second, chromedp.Navigate(page))
-			br.wait("the deployments table", 30*time.Second, `document.querySelectorAll('#deployments tbody tr').length === 10`)
-			ds = append(ds, time.Since(start))
+			br.waitFrame("the deployments table", 30*time.Second, `document.querySelectorAll("#deployments tbody tr").length === 10`)
+			wall = append(wall, time.Since(start))
+			// The page's own mark: navigation start to the table drawn, without the CDP round
+			// trips of the navigation and the polling.
+			ms := evalAs[float64](br, `performance.getEntriesByName('console:rendered').at(-1).startTime`)
+			inPage = append(inPage, time.Duration(ms*float64(time.Millisecond)))
 		}
-		reportSpread(b, ds, "interactive")
+		reportSpread(b, wall, "interactive-cdp")
+		reportSpread(b, inPage, "interactive-page")
 	})
 }

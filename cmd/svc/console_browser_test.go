@@ -149,6 +149,16 @@ func (b *browser) wait(what string, limit time.Duration, expr string) {
 	}
 }
 
+// waitFrame is wait checking at every animation frame rather than every 50 ms, for timings.
+func (b *browser) waitFrame(what string, limit time.Duration, expr string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, limit+time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(limit))); err != nil {
+		b.t.Fatalf("wait for %s (%s): %v", what, expr, err)
+	}
+}
+
 // evalAs evaluates expr in b's page.
 func evalAs[T any](b *browser, expr string) T {
 	b.t.Helper()

@@ -9,7 +9,7 @@ import { h, json, errorBox } from './dom.js';
 
 const TRACE_KEY = 'svc.console.traceURL';
 
-export async function renderPlayground(main, agentId, { setPage, allows }) {
+export async function renderPlayground(main, agentId, { setPage, allows, ready }) {
   const agent = await api.get('/api/agents/' + agentId);
   const deployments = await api.get('/api/agents/' + agentId + '/deployments');
   const pinned = new URLSearchParams(location.search).get('deploy');
@@ -17,6 +17,7 @@ export async function renderPlayground(main, agentId, { setPage, allows }) {
     h('option', { value: agent.url }, 'Persistent URL (production): ' + agent.url),
     deployments.filter((d) => d.status === 'ready').map((d) => h('option', { value: d.url, selected: d.deployId === pinned },
       d.deployId + ' · ' + d.environment + (d.isActive ? ' (active)' : ''))));
+  await ready();
   if (!allows('operator')) {
     setPage('Playground: ' + agent.name, h('p', { class: 'muted' }, 'The playground chats through a runtime token, which only an operator or admin token may mint.'));
     return;
