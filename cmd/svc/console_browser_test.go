@@ -357,6 +357,8 @@ func TestConsolePlayground(t *testing.T) {
 		b.set("#pg-message", msg)
 		b.click("#pg-send", false)
 	}
+	// The request's metadata is editable; the sessions page filters on it below.
+	evalAs[bool](b, `document.querySelector('#pg-metadata').value = '{"userId": "u-browser", "screen": "calc"}'; true`)
 	send(`/tool add {"a": 2, "b": 3}`)
 	b.wait("the add card's result", 60*time.Second, `document.querySelector('.tool[data-tool="add"][data-status="success"] .tool-result')?.textContent.includes('5')`)
 	b.wait("done", 30*time.Second, `document.querySelectorAll('.done').length === 1`)
@@ -377,6 +379,18 @@ func TestConsolePlayground(t *testing.T) {
 	b.wait("the approved call's result", 60*time.Second, `document.querySelector('.tool[data-tool="wipe"][data-status="success"] .tool-result')?.textContent.includes('wiped')`)
 	b.wait("done", 30*time.Second, `document.querySelectorAll('.done').length === 3`)
 	b.wait("the session in the history", 30*time.Second, `document.querySelectorAll('#pg-history button').length >= 1`)
+	sessionID := evalAs[string](b, `document.querySelector('#pg-session').value`)
+
+	// Sessions filtered by userId and screen: this one, then none for another user.
+	b.run("open the sessions", 30*time.Second, chromedp.Navigate(p.url+"/console/agents/"+agentID+"/sessions?userId=u-browser&screen=calc"))
+	b.wait("the session listed", 30*time.Second, fmt.Sprintf(`document.querySelector('main').textContent.includes(%q)`, sessionID))
+	b.set("#f-user", "someone-else")
+	b.click(`form button[type=submit]`, false)
+	b.wait("no session for another user", 30*time.Second, fmt.Sprintf(`!document.querySelector('main').textContent.includes(%q) && document.querySelector('main').textContent.includes('None.')`, sessionID))
+
+	// Automations are read on the agent's host with a token the console mints.
+	b.run("open the automations", 30*time.Second, chromedp.Navigate(p.url+"/console/agents/"+agentID+"/automations"))
+	b.wait("the automations table", 30*time.Second, `document.querySelector('#automations') !== null`)
 	b.checkLoopbackOnly()
 }
 
