@@ -430,3 +430,38 @@ func exceptionText(d *runtime.ExceptionDetails) string {
 	}
 	return d.Exception.Description
 }
+
+// TestConsoleEvalGate: a promotion the failed evals block shows EVAL_GATE_BLOCKED with the
+// evals' results, and the operator's Force promote (confirmed) promotes.
+func TestConsoleEvalGate(t *testing.T) {
+	b := newBrowser(t)
+	p := startPlatform(t)
+	model := newFakeEvalModel(t, false, false)
+	a := newEvalsAgent(t, p, "console-gate", model, false)
+	c1 := a.commit(t, "refunds, first try", nil)
+	d1 := p.push(t, a.id, a.dir, evalsBranch, c1)
+	if run := waitEvalRun(t, p, d1); run.State != "failure" {
+		t.Fatalf("eval run: %+v", run)
+	}
+	b.signIn(p.url, p.token)
+	b.run("open the agent", 30*time.Second, chromedp.Navigate(p.url+"/console/agents/"+a.id),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-env=%q]`, evalsEnv))))
+	b.set("#promote-from", evalsEnv)
+	b.set("#promote-to", "production")
+	b.click("#promote", true)
+	b.wait("the refusal with the evals", 60*time.Second, `document.querySelector('#force-promote') !== null && document.querySelector('#evals') !== null`)
+	text := evalAs[string](b, `document.querySelector('#action-result').textContent`)
+	for _, want := range []string{"EVAL_GATE_BLOCKED", "no-monthly-refund", "Should say that monthly plans are not refundable"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the refusal does not show %q:\n%s", want, text)
+		}
+	}
+	b.click("#force-promote", true)
+	b.wait("the forced promotion", 60*time.Second, `(document.querySelector('#action-result')?.textContent || '').includes('production serves')`)
+	var active struct{ Commit string }
+	p.call(t, "GET", "/api/agents/"+a.id+"/active-deployment?environment=production", nil, nil, &active)
+	if active.Commit != c1 {
+		t.Errorf("production serves commit %q, want %s", active.Commit, c1)
+	}
+	b.checkLoopbackOnly()
+}
