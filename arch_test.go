@@ -40,6 +40,7 @@ var dependsOn = map[string][]string{
 	"automations": {"agent"},
 	"faults":      {},
 	"traces":      {},
+	"console":     {},
 	"runner":      {"agent", "bundle", "runner/runtime"},
 	// runner/: from the bottom of the import graph up.
 	"runner/sse":            {},

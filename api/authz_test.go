@@ -90,6 +90,8 @@ func TestRouteTokenKindTable(t *testing.T) {
 			{method: "GET", path: "/api/openapi.json", ok: 200, call: json("GET", "/api/openapi.json", nil)},
 			{method: "POST", path: "/api/tokens", need: auth.Admin, ok: 201,
 				call: json("POST", "/api/tokens", map[string]any{"name": "made", "kind": "observer", "agentId": agentA})},
+			{method: "GET", path: "/api/tokens/self", need: auth.Observer, ok: 200,
+				call: func() request { return request{method: "GET", path: "/api/tokens/self"} }},
 			{method: "DELETE", path: "/api/tokens/:tokenId", need: auth.Admin, ok: 204, call: func() request {
 				tok, _ := h.mintToken(auth.Observer, agentA)
 				return request{method: "DELETE", path: "/api/tokens/" + tok.ID}

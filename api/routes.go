@@ -42,6 +42,8 @@ func (a *API) tokenRoutes() []Route {
 	return []Route{
 		{Method: http.MethodPost, Path: "/api/tokens", Need: auth.Admin, Summary: "Create an automation token (the value is shown once)",
 			Request: createTokenRequest{}, Status: http.StatusCreated, Response: createTokenResponse{}, Handle: a.createToken},
+		{Method: http.MethodGet, Path: "/api/tokens/self", Need: auth.Observer, Summary: "The calling token: its id, name, kind and agent binding (what the console shows and enables)",
+			Response: tokenSelfResponse{}, Handle: a.tokenSelf},
 		{Method: http.MethodDelete, Path: "/api/tokens/:tokenId", Need: auth.Admin, Summary: "Revoke an automation token at once",
 			Status: http.StatusNoContent, Handle: a.revokeToken},
 	}

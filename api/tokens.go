@@ -34,6 +34,25 @@ type createTokenResponse struct {
 	AgentID *string   `json:"agentId" doc:"the bound agent, null when unbound"`
 }
 
+// tokenSelfResponse is the calling token as GET /api/tokens/self shows it (never its value).
+type tokenSelfResponse struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Kind    auth.Kind `json:"kind" enum:"observer,operator,admin"`
+	AgentID *string   `json:"agentId" doc:"the bound agent, null when unbound"`
+}
+
+// tokenSelf: GET /api/tokens/self, who the caller is: a client (the console) reads the kind and
+// binding to disable what the token may not do. Any valid pk_ token may ask.
+func (a *API) tokenSelf(c *gin.Context) error {
+	p := principalOf(c)
+	resp := tokenSelfResponse{ID: p.TokenID, Name: p.Name, Kind: p.Kind}
+	if p.AgentID != "" {
+		resp.AgentID = &p.AgentID
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
 // createToken: POST /api/tokens. A bound admin may mint only tokens bound to its own agent.
 func (a *API) createToken(c *gin.Context) error {
 	var req createTokenRequest

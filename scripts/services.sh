@@ -34,4 +34,14 @@ fi
 if [ -z "${SVC_TEST_S3_ENDPOINT:-}" ]; then
   "$(dirname "$0")/s3server.sh" >/dev/null || fail "could not install the S3 server (scripts/s3server.sh)"
 fi
-echo "services: postgres, redis and s3 ready"
+# The console's browser tests (cmd/svc console_browser_test.go) drive Debian's chromium.
+chromium_bin="${SVC_TEST_CHROMIUM:-/usr/bin/chromium}"
+if [ ! -x "$chromium_bin" ]; then
+  echo "services: installing chromium (the console's browser tests)"
+  if command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null \
+      || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium >/dev/null; } || true
+  fi
+  [ -x "$chromium_bin" ] || fail "chromium is not at $chromium_bin and could not be installed (apt-get install -y chromium, or set SVC_TEST_CHROMIUM)"
+fi
+echo "services: postgres, redis, s3 and chromium ready"

@@ -16,6 +16,7 @@ import (
 
 	"svc/agent"
 	"svc/api"
+	"svc/console"
 	"svc/registry"
 	"svc/runner"
 	"svc/runner/approvals"
@@ -241,6 +242,16 @@ func (p *platform) newAPI(appsDomain string, runtimes api.RuntimeControl, commit
 	})
 }
 
+// withConsole serves the console (package console) at /console and /console/... on the
+// platform's host beside the API; the console talks to the API like any client.
+func withConsole(appsDomain string, platform http.Handler) (http.Handler, error) {
+	c, err := console.New(console.Config{AppsDomain: appsDomain})
+	if err != nil {
+		return nil, err
+	}
+	return console.Wrap(c, platform), nil
+}
+
 // hostSplit sends agent hosts to the router and every other host to the platform.
 func hostSplit(router *runner.Router, platform http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -309,6 +320,10 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	if err != nil {
 		return err
 	}
+	platformHandler, err := withConsole(appsDomain, a.Handler())
+	if err != nil {
+		return err
+	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "svc up (version %s)\n  platform API  http://%s\n  agents        http://<slug>.%s\n  data dir      %s\n", version, ln.Addr(), appsDomain, cfg.DataDir)
 	if token != "" {
@@ -316,7 +331,7 @@ func roleUp(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logge
 	}
 	return runGroup(ctx,
 		func(ctx context.Context) error {
-			return serveListener(ctx, ln, hostSplit(router, a.Handler()), func(context.Context) { p.stopRouter(router, runs) })
+			return serveListener(ctx, ln, hostSplit(router, platformHandler), func(context.Context) { p.stopRouter(router, runs) })
 		},
 		func(ctx context.Context) error { return p.runQueue(ctx, commits, router, runs) },
 		p.revocations.Run,
@@ -337,7 +352,11 @@ func roleAPI(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg.Addr, a.Handler(), func(addr net.Addr) {
+	platformHandler, err := withConsole(cfg.AppsDomain, a.Handler())
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg.Addr, platformHandler, func(addr net.Addr) {
 		fmt.Fprintf(cmd.OutOrStdout(), "svc %s api on http://%s\n", version, addr)
 	}, nil)
 }
