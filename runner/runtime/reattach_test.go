@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,10 +13,13 @@ import (
 	"time"
 
 	"svc/agent"
+	"svc/migrations/dbtest"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
+	"svc/runner/sessions/memstore"
 	"svc/runner/streams"
 	"svc/runner/streams/memstream"
+	"svc/runner/streams/redisstream"
 )
 
 var gpt4o = map[string]any{"provider": "openai", "model": "gpt-4o"}
@@ -26,15 +30,22 @@ type event struct {
 	Data string
 }
 
-// readEvents reads SSE events until EOF or until stop events were read (stop <= 0: all).
+// readEvents reads SSE events until EOF or until stop events were read (stop <= 0: all). Pass
+// the same *bufio.Reader to read on where an earlier call stopped.
 func readEvents(t testing.TB, r io.Reader, stop int) []event {
 	t.Helper()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReader(r)
+	}
 	var out []event
 	var cur event
-	for sc.Scan() {
-		line := sc.Text()
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return out
+		}
+		line = strings.TrimSuffix(line, "\n")
 		switch {
 		case line == "":
 			if cur.Data != "" {
@@ -54,7 +65,6 @@ func readEvents(t testing.TB, r io.Reader, stop int) []event {
 			cur.Data = line[6:]
 		}
 	}
-	return out
 }
 
 // toolTurns is a model script of n chat turns, each with two tool calls, then an answer in
@@ -264,12 +274,13 @@ func TestStopRunningTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	fs := readEvents(t, resp.Body, 2) // init, text_delta: the model now hangs
+	body := bufio.NewReader(resp.Body)
+	fs := readEvents(t, body, 2) // init, text_delta: the model now hangs
 	id := sessionFromInit(t, nil, fs, e)
 	if r := e.do("POST", "/chat/sessions/"+id+"/stop", "", nil); r.Status != http.StatusOK || r.JSON["stopped"] != true {
 		t.Fatalf("stop: %d %s", r.Status, r.Body)
 	}
-	rest := readEvents(t, resp.Body, 0)
+	rest := readEvents(t, body, 0)
 	if len(rest) == 0 || typeOf(rest[len(rest)-1].Data) != "done" || !strings.Contains(rest[len(rest)-1].Data, `"reason":"user_abort"`) {
 		t.Fatalf("after stop: %v", rest)
 	}
@@ -312,5 +323,89 @@ func TestClientNeverComesBack(t *testing.T) {
 			t.Fatalf("%d goroutines, %d before:\n%s", goruntime.NumGoroutine(), before, buf[:goruntime.Stack(buf, true)])
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// twoRunners starts two runtimes of one agent that share a session store, its locks and a
+// Redis turn log (with a key prefix of this test's own): two runners of a scale-out.
+func twoRunners(t *testing.T, models *modelstest.Server) (*env, *env) {
+	t.Helper()
+	rdb := dbtest.Redis(t)
+	prefix := fmt.Sprintf("test:runtime:%s:%d:", t.Name(), time.Now().UnixNano())
+	t.Cleanup(func() {
+		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+	})
+	store, locks := memstore.New(), &memstore.Locks{}
+	ag := loadAgent(t, "support-desk")
+	var out [2]*env
+	for i := range out {
+		tl, err := redisstream.New(context.Background(), redisstream.Config{Redis: rdb, Prefix: prefix, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tl.Close() })
+		out[i] = start(t, runtime.Options{Agent: ag, AgentID: "agt_x", Sessions: store, Locker: locks, SharedStore: true, TurnLog: tl,
+			Models: openaiModels(models), DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o"}})
+	}
+	return out[0], out[1]
+}
+
+// Across two runners on Redis: a client that drops a turn with tool calls on one at any frame
+// boundary reattaches on the other and gets exactly the rest; a stop sent to the other runner
+// ends the turn.
+func TestReattachAcrossRunnersOnRedis(t *testing.T) {
+	const maxFrames = 40
+	srv := modelstest.NewOpenAIServer(t, toolTurns(maxFrames+1)...)
+	a, b := twoRunners(t, srv)
+	resp, err := a.srv.Client().Do(a.request("POST", "/chat/stream", "", map[string]any{"message": "go", "model": gpt4o}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := readEvents(t, resp.Body, 0)
+	resp.Body.Close()
+	if len(want) < 8 || len(ofTypeEv(want, "tool_call_start")) != 2 {
+		t.Fatalf("reference turn: %v", want)
+	}
+	for k := 1; k <= len(want); k++ {
+		resp, err := a.srv.Client().Do(a.request("POST", "/chat/stream", "", map[string]any{"message": "go", "on_disconnect": "continue", "model": gpt4o}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readEvents(t, resp.Body, k)
+		resp.Body.Close()
+		id := sessionFromInit(t, want, got, a)
+		r := resume(b, "/chat/sessions/"+id+"/stream", strconv.FormatInt(got[len(got)-1].ID, 10))
+		if r.StatusCode != http.StatusOK {
+			t.Fatalf("k=%d: resume on the other runner: %d", k, r.StatusCode)
+		}
+		got = append(got, readEvents(t, r.Body, 0)...)
+		r.Body.Close()
+		checkTape(t, want, got)
+		a.waitIdle(id)
+	}
+	// Stop from the other runner: the model hangs on runner a.
+	resp, err = a.srv.Client().Do(a.request("POST", "/chat/stream", "", map[string]any{"message": "hang", "model": gpt4o}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body := bufio.NewReader(resp.Body)
+	fs := readEvents(t, body, 2)
+	id := sessionFromInit(t, nil, fs, a)
+	if r := b.do("POST", "/chat/sessions/"+id+"/stop", "", nil); r.Status != http.StatusOK {
+		t.Fatalf("stop on the other runner: %d %s", r.Status, r.Body)
+	}
+	rest := readEvents(t, body, 0)
+	if len(rest) == 0 || !strings.Contains(rest[len(rest)-1].Data, `"reason":"user_abort"`) {
+		t.Fatalf("after the stop: %v", rest)
+	}
+	// After done, the other runner replays the whole turn and ends.
+	r := resume(b, "/chat/sessions/"+id+"/stream", "")
+	replay := readEvents(t, r.Body, 0)
+	r.Body.Close()
+	if len(replay) != len(fs)+len(rest) {
+		t.Errorf("replay after done: %v\nstream: %v %v", replay, fs, rest)
 	}
 }
