@@ -4,7 +4,7 @@
 //
 // The log of a session's last turn is the stream <prefix>log:<session>: an opening entry 0-1
 // naming the turn, frame n as entry n-0 (field d: its JSON), and after the last frame n a done
-// entry n-1 (0-2 without frames). A running turn's stream expires RunningTTL after its last write (a runner that
+// entry n-1 (0-2 without frames). A running turn's stream expires about RunningTTL after its last write (a runner that
 // dies mid-turn leaves no log behind for long, and its readers end); the done entry sets
 // Retention.
 package redisstream
@@ -137,7 +137,7 @@ func (l *Log) Open(ctx context.Context, session string, stop func()) (streams.Wr
 	l.mu.Lock()
 	l.stops[session] = stopEntry{turn: turn, stop: stop}
 	l.mu.Unlock()
-	return &writer{l: l, session: session, turn: turn, key: key}, nil
+	return &writer{l: l, session: session, turn: turn, key: key, expiredAt: time.Now()}, nil
 }
 
 // Read implements the reads of streams logs (see runtime.TurnLog).
@@ -245,6 +245,9 @@ type writer struct {
 	last     int64
 	closed   bool
 	wg       sync.WaitGroup
+	// expiredAt is when the key's expiry was last pushed back; sends are serial (the flusher,
+	// then Close), so it needs no lock.
+	expiredAt time.Time
 }
 
 // Append implements streams.Writer.
@@ -290,16 +293,20 @@ func (w *writer) send(batch []streams.Entry, done bool) {
 		for _, e := range batch {
 			p.XAdd(ctx, &redis.XAddArgs{Stream: w.key, ID: strconv.FormatInt(e.ID, 10) + "-0", Values: []any{"d", e.Data}})
 		}
-		ttl := w.l.cfg.RunningTTL
-		if done {
+		switch {
+		case done:
 			id := strconv.FormatInt(w.last, 10) + "-1"
 			if w.last == 0 {
 				id = "0-2" // after the opening entry
 			}
 			p.XAdd(ctx, &redis.XAddArgs{Stream: w.key, ID: id, Values: []any{"done", "1"}})
-			ttl = w.l.cfg.Retention
+			p.Expire(ctx, w.key, w.l.cfg.Retention)
+		case time.Since(w.expiredAt) > w.l.cfg.RunningTTL/10:
+			// A running turn's key expires RunningTTL after its last write, give or take a
+			// tenth: pushed back now and then, not with every batch.
+			w.expiredAt = time.Now()
+			p.Expire(ctx, w.key, w.l.cfg.RunningTTL)
 		}
-		p.Expire(ctx, w.key, ttl)
 		return nil
 	})
 	if err != nil {
