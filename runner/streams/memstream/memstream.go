@@ -159,6 +159,8 @@ func (l *Log) closeLocked(t *turnLog) {
 	}
 }
 
+var _ streams.Writer = (*writer)(nil)
+
 // writer is the streams.Writer of one turn.
 type writer struct {
 	l *Log

@@ -228,6 +228,8 @@ func (l *Log) Stop(ctx context.Context, session string) (bool, error) {
 	return true, nil
 }
 
+var _ streams.Writer = (*writer)(nil)
+
 // writer is the streams.Writer of one turn. Append queues a frame; a flusher goroutine,
 // started when frames are queued and gone when none are left, sends the queue in one pipeline,
 // so that the turn never waits for Redis and frames produced during a round trip share the
