@@ -21,17 +21,18 @@ type Config struct {
 
 // Log keeps the last turn of each session. Logs expire without timers or goroutines: a read
 // of an expired log finds nothing, and Open sweeps the expired ones at most once per
-// Retention/5. It is safe for concurrent use.
+// Retention/5. It is safe for concurrent use; a turn's frames take only that turn's lock.
 type Log struct {
 	cfg       Config
-	mu        sync.Mutex
+	mu        sync.Mutex // guards logs and lastSweep; taken before a turnLog's mu, never after
 	logs      map[string]*turnLog
 	lastSweep time.Time
 }
 
 // turnLog is the log of one turn. Frames live back to back in arena; frame i ends at ends[i].
 type turnLog struct {
-	turn   string
+	turn   string // set at Open, never changed
+	mu     sync.Mutex
 	arena  []byte
 	ends   []int
 	ids    []int64
@@ -69,18 +70,23 @@ func (l *Log) Open(_ context.Context, session string, stop func()) (streams.Writ
 	if now.Sub(l.lastSweep) >= l.cfg.Retention/5 {
 		l.lastSweep = now
 		for id, old := range l.logs {
+			old.mu.Lock()
 			if l.expired(old, now) {
 				delete(l.logs, id)
 			}
+			old.mu.Unlock()
 		}
 	}
-	if old := l.logs[session]; old != nil && !old.done {
+	if old := l.logs[session]; old != nil {
+		old.mu.Lock()
 		l.closeLocked(old) // a turn replaced while running (its process lost the lock) ends here
+		old.mu.Unlock()
 	}
 	l.logs[session] = t
 	return &writer{l: l, t: t}, nil
 }
 
+// expired reports whether t's retention passed; t.mu is held.
 func (l *Log) expired(t *turnLog, now time.Time) bool {
 	return t.done && now.Sub(t.doneAt) >= l.cfg.Retention
 }
@@ -93,13 +99,17 @@ func (l *Log) Read(ctx context.Context, session, turn string, after int64) (stre
 	for {
 		l.mu.Lock()
 		t := l.logs[session]
-		if t == nil || l.expired(t, l.cfg.Now()) {
-			l.mu.Unlock()
+		l.mu.Unlock()
+		if t == nil {
 			return streams.Batch{}, streams.ErrNoTurn
 		}
 		if turn != "" && t.turn != turn {
-			l.mu.Unlock()
 			return streams.Batch{Turn: t.turn, Done: true}, nil
+		}
+		t.mu.Lock()
+		if l.expired(t, l.cfg.Now()) {
+			t.mu.Unlock()
+			return streams.Batch{}, streams.ErrNoTurn
 		}
 		b := streams.Batch{Turn: t.turn, Done: t.done}
 		for i, id := range t.ids {
@@ -112,15 +122,15 @@ func (l *Log) Read(ctx context.Context, session, turn string, after int64) (stre
 			}
 			b.Entries = append(b.Entries, streams.Entry{ID: id, Data: t.arena[start:t.ends[i]:t.ends[i]]})
 		}
-		if len(b.Entries) > 0 || b.Done {
-			l.mu.Unlock()
+		if len(b.Entries) > 0 || b.Done || turn == "" {
+			t.mu.Unlock()
 			return b, nil
 		}
 		if t.wake == nil {
 			t.wake = make(chan struct{})
 		}
 		wake := t.wake
-		l.mu.Unlock()
+		t.mu.Unlock()
 		select {
 		case <-wake:
 		case <-ctx.Done():
@@ -135,11 +145,15 @@ func (l *Log) Read(ctx context.Context, session, turn string, after int64) (stre
 func (l *Log) Stop(_ context.Context, session string) (bool, error) {
 	l.mu.Lock()
 	t := l.logs[session]
-	var stop func()
-	if t != nil && !t.done {
-		stop = t.stop
-	}
 	l.mu.Unlock()
+	var stop func()
+	if t != nil {
+		t.mu.Lock()
+		if !t.done {
+			stop = t.stop
+		}
+		t.mu.Unlock()
+	}
 	if stop == nil {
 		return false, nil
 	}
@@ -147,6 +161,7 @@ func (l *Log) Stop(_ context.Context, session string) (bool, error) {
 	return true, nil
 }
 
+// closeLocked ends t; t.mu is held.
 func (l *Log) closeLocked(t *turnLog) {
 	if t.done {
 		return
@@ -169,9 +184,9 @@ type writer struct {
 
 // Append implements streams.Writer. Ids must increase; a repeated or smaller one is dropped.
 func (w *writer) Append(id int64, data []byte) {
-	w.l.mu.Lock()
-	defer w.l.mu.Unlock()
 	t := w.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.done || (len(t.ids) > 0 && id <= t.ids[len(t.ids)-1]) {
 		return
 	}
@@ -186,8 +201,8 @@ func (w *writer) Append(id int64, data []byte) {
 
 // Close implements streams.Writer.
 func (w *writer) Close() {
-	w.l.mu.Lock()
-	defer w.l.mu.Unlock()
+	w.t.mu.Lock()
+	defer w.t.mu.Unlock()
 	w.l.closeLocked(w.t)
 }
 
