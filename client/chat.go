@@ -18,6 +18,10 @@ import (
 // runtime went away, or a proxy cut the response).
 var ErrStreamEnded = errors.New("client: chat stream ended before its done frame")
 
+// ErrNothingToResume is returned by ResumeStream when the session ran no turn in the last 5
+// minutes (the runtime answered 204): there is nothing to reattach to.
+var ErrNothingToResume = errors.New("client: no turn of the session to reattach to")
+
 // Frame types of spec §6.1 that clients commonly act on.
 const (
 	FrameInit           = "init"
@@ -53,6 +57,9 @@ type ChatRequest struct {
 	Metadata  map[string]string `json:"metadata,omitempty"`
 	Agent     string            `json:"agent,omitempty"`
 	Skill     string            `json:"skill,omitempty"`
+	// OnDisconnect is "abort" (default) or "continue": the turn runs on after the connection
+	// drops, and ResumeStream reattaches to it.
+	OnDisconnect string `json:"on_disconnect,omitempty"`
 }
 
 // Usage is the token usage of a done frame.
@@ -141,6 +148,38 @@ func (c *Client) ChatStream(ctx context.Context, agentURL, runtimeToken string, 
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		return fmt.Errorf("chat with %s: the answer is %q, not an event stream", target.Host, resp.Header.Get("Content-Type"))
+	}
+	return readFrames(ctx, resp.Body, onFrame)
+}
+
+// ResumeStream reattaches to the running or last turn of session sessionID on the agent at
+// agentURL (GET /chat/sessions/{id}/stream with Last-Event-ID lastID, "" for the whole turn)
+// and calls onFrame for each frame after lastID until done. Errors as ChatStream, and
+// ErrNothingToResume when no turn of the session ran in the last 5 minutes.
+func (c *Client) ResumeStream(ctx context.Context, agentURL, runtimeToken, sessionID, lastID string, onFrame func(Frame) error) error {
+	target, err := url.Parse(strings.TrimRight(agentURL, "/") + "/chat/sessions/" + url.PathEscape(sessionID) + "/stream")
+	if err != nil || (target.Scheme != "http" && target.Scheme != "https") || target.Host == "" {
+		return fmt.Errorf("resume: agent URL %q: want http(s)://host[:port]", agentURL)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	if err != nil {
+		return fmt.Errorf("resume: build request: %w", err)
+	}
+	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("Authorization", "Bearer "+runtimeToken)
+	if lastID != "" {
+		hreq.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := c.agents.Do(hreq)
+	if err != nil {
+		return fmt.Errorf("resume with %s: %w", target.Host, err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only body
+	if resp.StatusCode == http.StatusNoContent {
+		return ErrNothingToResume
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("resume with %s: %w", target.Host, responseError(resp))
 	}
 	return readFrames(ctx, resp.Body, onFrame)
 }

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -275,10 +278,14 @@ func isTerminal(r io.Reader) bool {
 // turn sends one message and renders the answer. failed reports an error frame or a done with
 // reason error. An expired runtime token is minted again once.
 func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err error) {
-	req := client.ChatRequest{Message: message, SessionID: ch.session, Context: ch.ctx, Agent: ch.named}
+	// "continue": a dropped connection does not end the turn, and reattach picks it up.
+	req := client.ChatRequest{Message: message, SessionID: ch.session, Context: ch.ctx, Agent: ch.named, OnDisconnect: "continue"}
 	for attempt := 0; ; attempt++ {
 		rd := &chatRenderer{out: ch.out, errOut: ch.errOut, atLineStart: true, ch: ch, ctx: ctx}
-		err = ch.c.ChatStream(ctx, ch.url, ch.token, req, rd.frame)
+		err = ch.c.ChatStream(ctx, ch.url, ch.token, req, rd.tracked)
+		if err != nil && rd.session != "" && ctx.Err() == nil && droppedConnection(err) {
+			err = ch.reattach(ctx, rd)
+		}
 		ch.choice = rd.choice
 		if rd.session != "" {
 			ch.session = rd.session
@@ -303,6 +310,46 @@ func (ch *chatter) turn(ctx context.Context, message string) (failed bool, err e
 	}
 }
 
+// reattachTries bounds the reattaches of one turn after dropped connections.
+const reattachTries = 5
+
+// reattach follows the turn of rd after its connection dropped: GET /chat/sessions/{id}/stream
+// with the last frame id rd saw, up to reattachTries times, waiting a little longer each time.
+func (ch *chatter) reattach(ctx context.Context, rd *chatRenderer) error {
+	var err error
+	for i := 1; i <= reattachTries; i++ {
+		rd.endLine()
+		fmt.Fprintf(ch.errOut, "(the connection dropped; reattaching, try %d of %d)\n", i, reattachTries)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(i) * 200 * time.Millisecond):
+		}
+		err = ch.c.ResumeStream(ctx, ch.url, ch.token, rd.session, rd.lastID, rd.tracked)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, client.ErrNothingToResume):
+			return fmt.Errorf("the connection dropped and the turn is gone (it ended over 5 minutes ago); its answer is in the session's history: svc chat --session %s", rd.session)
+		case !droppedConnection(err):
+			return err
+		}
+	}
+	return fmt.Errorf("the connection dropped and %d reattaches failed (last: %w); the turn may still be running: svc chat --session %s continues the session", reattachTries, err, rd.session)
+}
+
+// droppedConnection reports whether err is a stream cut short, not a refusal: what reattach
+// can mend.
+func droppedConnection(err error) bool {
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var netErr net.Error
+	return errors.Is(err, client.ErrStreamEnded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
 // chatRenderer prints a turn's frames, and asks the user the approvals the turn waits for.
 type chatRenderer struct {
 	out, errOut io.Writer
@@ -313,6 +360,15 @@ type chatRenderer struct {
 	ch          *chatter
 	ctx         context.Context
 	choice      *choice // the turn's ask_choice, if any
+	lastID      string  // the id of the last frame seen, for a reattach
+}
+
+// tracked is frame, noting the frame's id for a reattach.
+func (r *chatRenderer) tracked(f client.Frame) error {
+	if f.ID != "" {
+		r.lastID = f.ID
+	}
+	return r.frame(f)
 }
 
 // maxResultShown bounds how much of a tool result is printed.

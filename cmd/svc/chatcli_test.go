@@ -357,3 +357,69 @@ func TestChatExitThroughAPipe(t *testing.T) {
 		t.Fatal("svc chat did not leave on /exit while its input stayed open")
 	}
 }
+
+// cutAfter is a body that ends after n SSE events, as a dropped connection would.
+type cutAfter struct {
+	r    io.ReadCloser
+	n    int
+	seen int
+	last byte
+}
+
+func (c *cutAfter) Read(p []byte) (int, error) {
+	if c.seen >= c.n {
+		return 0, io.EOF
+	}
+	k, err := c.r.Read(p[:1]) // one byte at a time: stop exactly after the n-th event
+	if k == 1 {
+		if p[0] == '\n' && c.last == '\n' {
+			c.seen++
+		}
+		c.last = p[0]
+	}
+	return k, err
+}
+
+func (c *cutAfter) Close() error { return c.r.Close() }
+
+// TestChatReattaches: the first chat stream is cut after two frames; svc chat reattaches with
+// Last-Event-ID and prints the whole answer once.
+func TestChatReattaches(t *testing.T) {
+	p := startPlatform(t)
+	a := newAgent(t, p, "hello", true)
+	deployDir(t, p, a.AgentID, chatAgentDir(t), "production")
+	target, err := url.Parse(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	cut, resumes := false, []string{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if resp.Request.URL.Path == "/chat/stream" && !cut {
+			cut = true
+			resp.Body = &cutAfter{r: resp.Body, n: 2}
+		}
+		return nil
+	}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/stream") && r.Method == http.MethodGet {
+			mu.Lock()
+			resumes = append(resumes, r.Header.Get("Last-Event-ID"))
+			mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	res := runCLI(t, nil, "", "chat", "hello", "--url", front.URL, "--token", p.token, "-m", "one two three")
+	if res.err != nil || res.stdout != "echo: one two three\n" || !strings.Contains(res.stderr, "reattaching") {
+		t.Errorf("chat through a cut = %q, %v (stderr %q)", res.stdout, res.err, res.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !cmp.Equal(resumes, []string{"2"}) {
+		t.Errorf("reattaches with Last-Event-ID %q, want [2]", resumes)
+	}
+}

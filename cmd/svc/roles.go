@@ -30,6 +30,8 @@ import (
 	"svc/runner/sessions/objblobs"
 	"svc/runner/sessions/redislock"
 	"svc/runner/stores"
+	"svc/runner/streams/memstream"
+	"svc/runner/streams/redisstream"
 	"svc/runner/turn"
 	"svc/workers"
 )
@@ -109,6 +111,18 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	} else if n > 0 {
 		p.log.Info("ended turns a stopped process left running", "count", n)
 	}
+	// Each session's last streamed turn, for reattach and stop: in Redis when runners share
+	// it (any runner serves a reconnect, a stop reaches the runner of the turn), else in this
+	// process.
+	var turnLog runtime.TurnLog = memstream.New(memstream.Config{})
+	if rdb != nil {
+		tl, err := redisstream.New(ctx, redisstream.Config{Redis: rdb, Logger: p.log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("turn log: %w", err)
+		}
+		p.closers = append(p.closers, tl.Close)
+		turnLog = tl
+	}
 	hub, err := approvals.NewHub(ctx, hubCfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("approvals: %w", err)
@@ -166,7 +180,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
 				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Events: bus,
-				Feedback: p.stores.Feedback, Automations: automations, Channels: chans,
+				Feedback: p.stores.Feedback, Automations: automations, Channels: chans, TurnLog: turnLog,
 				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env, SecretHint: hint,
 				IdleTimeout: time.Duration(p.cfg.RuntimeIdleMinutes) * time.Minute,

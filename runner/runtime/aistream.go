@@ -11,6 +11,7 @@ import (
 	"svc/runner/access"
 	"svc/runner/loop"
 	"svc/runner/sse"
+	"svc/runner/streams"
 )
 
 // The AI SDK UI message stream protocol (v1), spoken by /chat/ai-stream so that the AI SDK's
@@ -37,12 +38,27 @@ type aiSink struct {
 	textID    string // open text part
 	reasonID  string // open reasoning part
 	failed    bool
-	denied    map[string]bool // tool calls answered with tool-output-denied: their error result is not repeated
+	// keep: the turn continues without its client (on_disconnect "continue"); a failed write
+	// does not cancel it.
+	keep bool
+	// log, when set, takes every frame in the native protocol, numbered from 1 (the turn's log).
+	log    streams.Writer
+	seq    int64
+	logBuf []byte
+	denied map[string]bool // tool calls answered with tool-output-denied: their error result is not repeated
 }
 
 // Emit implements loop.Sink.
 func (s *aiSink) Emit(f *sse.Frame) error {
+	if s.log != nil {
+		s.seq++
+		s.logBuf = sse.AppendJSON(s.logBuf[:0], f, s.now())
+		s.log.Append(s.seq, s.logBuf)
+	}
 	if s.failed {
+		if s.keep {
+			return nil
+		}
 		return sse.ErrClosed
 	}
 	b := s.buf[:0]
@@ -312,6 +328,9 @@ func (s *aiSink) write(b []byte) error {
 	s.buf = b[:0]
 	if err := s.w.WriteData(b); err != nil {
 		s.failed = true
+		if s.keep {
+			return nil
+		}
 		s.cancel(loop.ErrUserAbort)
 		return err
 	}
@@ -337,17 +356,20 @@ func (rt *Runtime) chatAIStream(w http.ResponseWriter, r *http.Request, who acce
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := turnContext(r, req.OnDisconnect)
 	defer cancel(nil)
+	lw := rt.openLog(ctx, t.SessionID(), cancel)
+	defer lw.Close()
+	keep := req.OnDisconnect == disconnectContinue
 	w.Header().Set(aiStreamHeader, "v1")
 	sw := sse.NewWriter(w)
 	sw.Now = rt.now
 	sw.Coalesce()
 	// Detach, not Close: the server flushes the last frames with the end of the response.
 	defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
-	if err := sw.Start(); err != nil {
+	if err := sw.Start(); err != nil && !keep {
 		cancel(loop.ErrUserAbort)
 	}
-	t.Run(ctx, &aiSink{w: sw, cancel: cancel, now: rt.now, buf: make([]byte, 0, 256), messageID: auth.NewID("msg_")})
+	t.Run(ctx, &aiSink{w: sw, cancel: cancel, keep: keep, log: lw, now: rt.now, buf: make([]byte, 0, 256), messageID: auth.NewID("msg_")})
 	return nil
 }

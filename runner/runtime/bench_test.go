@@ -26,7 +26,7 @@ import (
 // BenchmarkChatStream runs whole chat turns over a real listener against a fake OpenAI server
 // that streams 32 text chunks with no delay, each turn in a fresh session of the hello agent.
 // ns/op is one turn, client and fake model included; allocs/op counts the whole process.
-func BenchmarkChatStream(b *testing.B) { benchChatStream(b, nil) }
+func BenchmarkChatStream(b *testing.B) { benchChatStream(b, nil, nil) }
 
 // BenchmarkChatStreamTraced is BenchmarkChatStream with every turn traced and exported over
 // OTLP/HTTP, batched, to a receiver on loopback that takes the spans and answers at once.
@@ -48,13 +48,14 @@ func BenchmarkChatStreamTraced(b *testing.B) {
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(traces.NewBatcher(exp, traces.DefaultBatchConfig)))
 	defer tp.Shutdown(context.Background())
-	benchChatStream(b, tp.Tracer("bench"))
+	benchChatStream(b, tp.Tracer("bench"), nil)
 }
 
-func benchChatStream(b *testing.B, tracer trace.Tracer) {
+func benchChatStream(b *testing.B, tracer trace.Tracer, turnLog runtime.TurnLog) {
 	fake := modelstest.NewOpenAIBenchServer(b, 32)
 	e := start(b, runtime.Options{
 		Tracer:       tracer,
+		TurnLog:      turnLog,
 		Agent:        loadAgent(b, "hello"),
 		DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o-mini"},
 		Models: runtime.NewModels(func(name string) (string, bool) {

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"svc/runner/access"
 	"svc/runner/loop"
 	"svc/runner/sse"
+	"svc/runner/streams"
 	"svc/runner/tools"
 	"svc/runner/turn"
 )
@@ -36,18 +38,41 @@ func (rt *Runtime) beginTurn(ctx context.Context, who access.Identity, req *chat
 	return t, nil
 }
 
-// sseSink writes frames to an SSE response; a failed write cancels the turn.
+// sseSink writes frames to an SSE response, which tees them to the turn's log; a failed
+// write cancels the turn, unless it continues without its client (keep): then the log alone
+// takes the frames, numbered on.
 type sseSink struct {
 	w      *sse.Writer
 	cancel context.CancelCauseFunc
+	keep   bool
+	log    streams.Writer
+	now    func() time.Time
+	gone   bool // keep, and the client left
+	seq    int64
+	buf    []byte
 }
 
 // Emit implements loop.Sink.
 func (s *sseSink) Emit(f *sse.Frame) error {
-	if err := s.w.Write(f); err != nil {
-		s.cancel(loop.ErrUserAbort)
-		return err
+	if !s.gone {
+		err := s.w.Write(f)
+		if err == nil {
+			s.seq++ // the Writer's id of f
+			return nil
+		}
+		if !s.keep {
+			s.cancel(loop.ErrUserAbort)
+			return err
+		}
+		s.gone = true
+		if n := s.w.Seq(); n > s.seq { // the failed write numbered f, and the Writer's Tee logged it
+			s.seq = n
+			return nil
+		}
 	}
+	s.seq++
+	s.buf = sse.AppendJSON(s.buf[:0], f, s.now())
+	s.log.Append(s.seq, s.buf)
 	return nil
 }
 
@@ -61,17 +86,21 @@ func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, who access
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
+	ctx, cancel := turnContext(r, req.OnDisconnect)
 	defer cancel(nil)
+	lw := rt.openLog(ctx, t.SessionID(), cancel)
+	defer lw.Close()
+	keep := req.OnDisconnect == disconnectContinue
 	sw := sse.NewWriter(w)
 	sw.Now = rt.now
+	sw.Tee = lw.Append
 	sw.Coalesce()
 	// Detach, not Close: the server flushes the last frames with the end of the response.
 	defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
-	if err := sw.Start(); err != nil {
+	if err := sw.Start(); err != nil && !keep {
 		cancel(loop.ErrUserAbort)
 	}
-	t.Run(ctx, &sseSink{w: sw, cancel: cancel})
+	t.Run(ctx, &sseSink{w: sw, cancel: cancel, keep: keep, log: lw, now: rt.now})
 	return nil
 }
 

@@ -52,6 +52,9 @@ type chatRequest struct {
 	MaxSessionTokens *int64            `json:"max_session_tokens"`
 	Images           []attachment      `json:"images"`
 	Attachments      []attachment      `json:"attachments"`
+	// OnDisconnect is what a client's leaving does to a streamed turn: "abort" (the default,
+	// user_abort) or "continue" (the turn runs to its end and may be reattached).
+	OnDisconnect string `json:"on_disconnect"`
 
 	// useChat
 	ID       string      `json:"id"`
@@ -286,6 +289,9 @@ func (req *chatRequest) validate() (*input, error) {
 		return nil, invalid("message", "must not be empty unless images or attachments are supplied")
 	}
 	if err := checkSessionID("session_id", req.SessionID); err != nil {
+		return nil, err
+	}
+	if err := checkOnDisconnect(req.OnDisconnect); err != nil {
 		return nil, err
 	}
 	if err := checkCommon(req.ScopeID, req.Metadata, req.Model, req.MaxSessionTokens); err != nil {

@@ -26,6 +26,7 @@ import (
 	"svc/runner/sessions/memstore"
 	"svc/runner/sse"
 	"svc/runner/stores"
+	"svc/runner/streams/memstream"
 	"svc/runner/tools"
 	"svc/runner/turn"
 )
@@ -140,6 +141,9 @@ type Options struct {
 	// background work (RunChannel); share one among the runtimes of a process. nil: the routes
 	// answer 404 saying why (svc dev).
 	Channels *Channels
+	// TurnLog keeps each session's last streamed turn for reattach and carries stops
+	// (streams/redisstream across runners); nil means one in memory for this runtime.
+	TurnLog TurnLog
 	// MaxTurns is the model-turn limit of a run; 0 means 50.
 	MaxTurns int
 	// IdleTimeout evicts live sessions (and expires prepared ones); 0 means 30 minutes.
@@ -203,6 +207,7 @@ type Runtime struct {
 	mcp            *mcpRoutes
 	// toolsChanged wakes rebuildTools: an MCP connection's tools may have changed.
 	toolsChanged chan struct{}
+	turnLog      TurnLog
 
 	done   chan struct{}
 	closed sync.Once
@@ -268,6 +273,10 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if rt.idle <= 0 {
 		rt.idle = DefaultIdleTimeout
+	}
+	rt.turnLog = opts.TurnLog
+	if rt.turnLog == nil {
+		rt.turnLog = memstream.New(memstream.Config{Now: rt.now})
 	}
 	rt.cache = live.New(live.Config{Store: rt.store, AgentID: opts.AgentID, Shared: opts.SharedStore, Idle: rt.idle, Now: rt.now})
 	if rt.opts.Version == "" {
@@ -408,6 +417,9 @@ func (rt *Runtime) routes() {
 	m.Handle("POST /chat/stream", rt.handle(rt.chatStream))
 	m.Handle("POST /chat/sync", rt.handle(rt.chatSync))
 	m.Handle("POST /chat/ai-stream", rt.handle(rt.chatAIStream))
+	m.Handle("GET /chat/ai-stream/{id}/stream", rt.handle(rt.resumeAIStream))
+	m.Handle("GET /chat/sessions/{id}/stream", rt.handle(rt.resumeStream))
+	m.Handle("POST /chat/sessions/{id}/stop", rt.handle(rt.stopTurn))
 	m.Handle("POST /chat/sessions/{id}/messages", rt.handle(history.queue))
 	m.Handle("POST /chat/sessions/{id}/ask-user-response", rt.handle(history.answerApproval))
 	m.Handle("POST /sessions", rt.handle(history.prepare))

@@ -42,6 +42,10 @@ type Writer struct {
 
 	// Now stamps frames without a Time; nil means time.Now. Set it before the first frame.
 	Now func() time.Time
+	// Tee, when set, receives the id and the JSON of every frame Write writes, before it is
+	// sent (the per-turn log of reattach). data is only valid during the call. Set it before
+	// the first frame.
+	Tee func(id int64, data []byte)
 }
 
 // NewWriter returns a Writer over w. It writes nothing until Start or the first frame.
@@ -137,7 +141,11 @@ func (sw *Writer) Write(f *Frame) error {
 		return sw.err
 	}
 	sw.begin()
+	start := len(sw.buf)
 	sw.buf = appendFrame(sw.buf, f, sw.stamp(f))
+	if sw.Tee != nil {
+		sw.Tee(sw.seq, sw.buf[start:])
+	}
 	sw.buf = append(sw.buf, '\n', '\n')
 	if f.Type == TypeDone && sw.coalesce {
 		return sw.writeLocked() // the last frame: Close or Detach, which follow, flush it
@@ -152,6 +160,21 @@ func (sw *Writer) WriteData(data []byte) error {
 	if sw.err != nil {
 		return sw.err
 	}
+	sw.begin()
+	sw.buf = append(sw.buf, data...)
+	sw.buf = append(sw.buf, '\n', '\n')
+	return sw.sendLocked()
+}
+
+// WriteEvent writes data as one event of the given id, for a replay of frames numbered
+// elsewhere (the per-turn log). Later frames of Write count on from id.
+func (sw *Writer) WriteEvent(id int64, data []byte) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.err != nil {
+		return sw.err
+	}
+	sw.seq = id - 1
 	sw.begin()
 	sw.buf = append(sw.buf, data...)
 	sw.buf = append(sw.buf, '\n', '\n')

@@ -1,0 +1,181 @@
+package redisstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"svc/migrations/dbtest"
+	"svc/runner/streams"
+	"svc/runner/streams/redisstream"
+)
+
+// newLogs returns two Logs on one Redis (two runners) with a key prefix of this test's own.
+func newLogs(t *testing.T) (*redisstream.Log, *redisstream.Log, string) {
+	t.Helper()
+	rdb := dbtest.Redis(t)
+	prefix := fmt.Sprintf("test:turnlog:%s:%d:", t.Name(), time.Now().UnixNano())
+	var logs [2]*redisstream.Log
+	for i := range logs {
+		l, err := redisstream.New(context.Background(), redisstream.Config{Redis: rdb, Prefix: prefix, Block: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := l.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+		})
+		logs[i] = l
+	}
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+	})
+	return logs[0], logs[1], prefix
+}
+
+func readAll(t *testing.T, l *redisstream.Log, session string, after int64) []streams.Entry {
+	t.Helper()
+	ctx := context.Background()
+	b, err := l.Read(ctx, session, "", after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := b.Entries
+	for !b.Done {
+		if len(b.Entries) > 0 {
+			after = b.Entries[len(b.Entries)-1].ID
+		}
+		if b, err = l.Read(ctx, session, b.Turn, after); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b.Entries...)
+	}
+	return out
+}
+
+// A reader on one runner follows a turn written on another, from every frame boundary: no
+// frame lost or repeated, ids strictly increasing, then the end.
+func TestFollowFromEveryBoundary(t *testing.T) {
+	a, b, _ := newLogs(t)
+	ctx := context.Background()
+	const n = 12
+	var stopped atomic.Bool
+	w, err := a.Open(ctx, "s1", func() { stopped.Store(true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []streams.Entry, n+1)
+	for k := 0; k <= n; k++ {
+		go func() { got <- readAllNoFatal(b, "s1", int64(k)) }()
+	}
+	for i := int64(1); i <= n; i++ {
+		w.Append(i, []byte(`{"type":"x","n":`+strconv.FormatInt(i, 10)+`}`))
+	}
+	// Stop from the other runner reaches this one's turn.
+	if ok, err := b.Stop(ctx, "s1"); err != nil || !ok {
+		t.Fatalf("stop: %v %v", ok, err)
+	}
+	w.Close()
+	for range n + 1 {
+		es := <-got
+		if len(es) == 0 {
+			continue
+		}
+		first := es[0].ID
+		for i, e := range es {
+			if e.ID != first+int64(i) || string(e.Data) != `{"type":"x","n":`+strconv.FormatInt(e.ID, 10)+`}` {
+				t.Fatalf("entries %v", es)
+			}
+		}
+		if es[len(es)-1].ID != n {
+			t.Fatalf("ends at %d", es[len(es)-1].ID)
+		}
+	}
+	for !stopped.Load() { // the pub/sub message arrives on its own time; nothing here is timed
+		time.Sleep(time.Millisecond)
+	}
+	if ok, err := a.Stop(ctx, "s1"); err != nil || ok {
+		t.Errorf("stop after done: %v %v", ok, err)
+	}
+	for k := int64(0); k <= n; k++ {
+		if es := readAll(t, a, "s1", k); int64(len(es)) != n-k {
+			t.Errorf("after %d: %d entries", k, len(es))
+		}
+	}
+}
+
+func readAllNoFatal(l *redisstream.Log, session string, after int64) []streams.Entry {
+	ctx := context.Background()
+	var out []streams.Entry
+	turn := ""
+	for {
+		b, err := l.Read(ctx, session, turn, after)
+		if err != nil {
+			return out
+		}
+		turn = b.Turn
+		out = append(out, b.Entries...)
+		if len(b.Entries) > 0 {
+			after = b.Entries[len(b.Entries)-1].ID
+		}
+		if b.Done {
+			return out
+		}
+	}
+}
+
+// A done log expires after the retention; a session without a turn reads ErrNoTurn; a log
+// whose runner died (no done) ends its readers when it expires.
+func TestExpiry(t *testing.T) {
+	a, _, prefix := newLogs(t)
+	ctx := context.Background()
+	if _, err := a.Read(ctx, "none", "", 0); !errors.Is(err, streams.ErrNoTurn) {
+		t.Fatalf("no turn: %v", err)
+	}
+	w, err := a.Open(ctx, "s2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append(1, []byte(`{}`))
+	w.Close()
+	rdb := dbtest.Redis(t)
+	ttl, err := rdb.TTL(ctx, prefix+"log:s2").Result()
+	if err != nil || ttl <= 0 || ttl > streams.Retention {
+		t.Fatalf("ttl %v %v", ttl, err)
+	}
+	// A turn whose runner died: its log vanishes (here at once), and a follower ends.
+	w2, err := a.Open(ctx, "s3", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2.Append(1, []byte(`{}`))
+	b, err := a.Read(ctx, "s3", "", 1)
+	if err != nil || b.Done {
+		t.Fatalf("running: %v %v", b, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Read(ctx, "s3", b.Turn, 1)
+		for err == nil {
+			_, err = a.Read(ctx, "s3", b.Turn, 1)
+		}
+		done <- err
+	}()
+	// Wait for the flusher to have written, then drop the key as its expiry would.
+	for n, _ := rdb.XLen(ctx, prefix+"log:s3").Result(); n < 2; n, _ = rdb.XLen(ctx, prefix+"log:s3").Result() {
+		time.Sleep(time.Millisecond)
+	}
+	rdb.Del(ctx, prefix+"log:s3")
+	if err := <-done; !errors.Is(err, streams.ErrNoTurn) {
+		t.Errorf("follower of a vanished log: %v", err)
+	}
+	w2.Close()
+}
