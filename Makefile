@@ -4,6 +4,9 @@
 GO ?= go
 PKGS ?= ./...
 TESTFLAGS ?= -race -count=1 -timeout 20m
+# The AI SDK (npm ai@5) the resume test drives; make services installs it there.
+SVC_TEST_AISDK_DIR ?= $(HOME)/.cache/svc-aisdk
+export SVC_TEST_AISDK_DIR
 
 .PHONY: test services check build run bench
 

@@ -44,4 +44,13 @@ if [ ! -x "$chromium_bin" ]; then
   fi
   [ -x "$chromium_bin" ] || fail "chromium is not at $chromium_bin and could not be installed (apt-get install -y chromium, or set SVC_TEST_CHROMIUM)"
 fi
-echo "services: postgres, redis, s3 and chromium ready"
+# The AI SDK resume test (runner/runtime aisdk_resume_test.go) drives `ai` from npm with Node.js.
+aisdk_dir="${SVC_TEST_AISDK_DIR:-$HOME/.cache/svc-aisdk}"
+if [ ! -f "$aisdk_dir/node_modules/ai/package.json" ]; then
+  command -v npm >/dev/null 2>&1 || fail "npm is not installed (the AI SDK test needs Node.js and npm)"
+  echo "services: installing the AI SDK (npm ai@5) in $aisdk_dir"
+  mkdir -p "$aisdk_dir"
+  npm install --prefix "$aisdk_dir" --no-audit --no-fund --loglevel=error ai@5 >/dev/null \
+    || fail "could not install the AI SDK with npm in $aisdk_dir (or set SVC_TEST_AISDK_DIR to a directory holding node_modules/ai)"
+fi
+echo "services: postgres, redis, s3, chromium and the AI SDK ready"

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"svc/migrations/dbtest"
 	"svc/runner/runtime"
 	"svc/runner/streams"
 	"svc/runner/streams/memstream"
@@ -17,16 +19,16 @@ import (
 // TestAISDKResume drives the real AI SDK client (`ai` from npm) through a resume: its
 // DefaultChatTransport.reconnectToStream, what useChat({resume: true}) calls, reads the turn
 // from GET /chat/ai-stream/{id}/stream, and gets null once the log expired (204).
-// SVC_TEST_AISDK_DIR names a directory with node_modules/ai (npm install ai@5); without it the
-// test is skipped.
+// SVC_TEST_AISDK_DIR names a directory with node_modules/ai (npm install ai@5), which `make
+// services` installs; without it the test is skipped, or fails under CI.
 func TestAISDKResume(t *testing.T) {
 	dir := os.Getenv("SVC_TEST_AISDK_DIR")
-	if dir == "" {
-		t.Skip("SVC_TEST_AISDK_DIR is unset: no AI SDK to drive (npm install ai@5 in a directory, and name it)")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai", "package.json")); dir == "" || err != nil {
+		dbtest.Missing(t, "the AI SDK (SVC_TEST_AISDK_DIR with node_modules/ai; make services installs it)", fmt.Errorf("SVC_TEST_AISDK_DIR=%q: %v", dir, err))
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not in PATH")
+		dbtest.Missing(t, "Node.js (node in PATH)", err)
 	}
 	script, err := os.ReadFile(filepath.Join("testdata", "aisdk", "resume.mjs"))
 	if err != nil {
