@@ -358,3 +358,32 @@ func (c *Client) mcpHeaders(ctx context.Context, cn *conn) (http.Header, *redact
 
 // mcpPrefix is "<connection>__".
 func mcpPrefix(conn string) string { return conn + agent.MCPToolSeparator }
+
+// MCPToolRule is one tool of an mcp connection as the model is offered it, with the rule that
+// applies to its calls.
+type MCPToolRule struct {
+	Tool     string `json:"tool"`      // <connection>__<tool>
+	ReadOnly bool   `json:"read_only"` // the server's readOnlyHint
+	Action   string `json:"action"`    // allow | confirm | deny
+	Rule     string `json:"rule"`      // what decided it
+}
+
+// MCPToolRules lists the tools of mcp connection name from its cached list (nothing is fetched),
+// each with its rule, sorted; false when name is not an mcp connection.
+func (c *Client) MCPToolRules(name string) ([]MCPToolRule, bool) {
+	cn := c.conns[name]
+	if cn == nil || cn.mcp == nil {
+		return nil, false
+	}
+	s := cn.mcp
+	s.mu.Lock()
+	listed := s.tools
+	s.mu.Unlock()
+	out := []MCPToolRule{}
+	for _, n := range slices.Sorted(maps.Keys(listed)) {
+		ro := listed[n].Annotations != nil && listed[n].Annotations.ReadOnlyHint
+		v := cn.toolRules.decide(n, ro)
+		out = append(out, MCPToolRule{Tool: mcpPrefix(cn.def.Name) + n, ReadOnly: ro, Action: v.action, Rule: v.rule})
+	}
+	return out, true
+}

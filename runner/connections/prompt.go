@@ -286,3 +286,27 @@ func fallbackLine(c *agent.Connection, eps []Endpoint, listed bool) string {
 	}
 	return other + " — reads only; writes are refused\n"
 }
+
+// MCPPrompt is the system prompt's section on mcp connections: what each server's surface.md
+// says of it, under the prefix its tools carry; "" when none has a surface.md (the tools' own
+// descriptions speak for them).
+func MCPPrompt(conns []*agent.Connection) string {
+	conns = slices.DeleteFunc(slices.Clone(conns), func(c *agent.Connection) bool { return c == nil || strings.TrimSpace(c.Surface) == "" })
+	if len(conns) == 0 {
+		return ""
+	}
+	slices.SortFunc(conns, func(a, b *agent.Connection) int { return cmp.Compare(a.Name, b.Name) })
+	var b strings.Builder
+	b.WriteString("## MCP servers\n")
+	b.WriteString("The tools named <server>__<tool> are those of these MCP servers.\n")
+	for _, c := range conns {
+		b.WriteString("\n### ")
+		b.WriteString(c.Name)
+		b.WriteString(" (tools ")
+		b.WriteString(mcpPrefix(c.Name))
+		b.WriteString("*)\n")
+		b.WriteString(demoteHeadings(strings.TrimSpace(c.Surface)))
+		b.WriteString("\n")
+	}
+	return b.String()
+}

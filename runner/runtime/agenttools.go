@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +94,15 @@ func (rt *Runtime) extensions() (tools.Extensions, error) {
 				unreachable[n] = true
 			}
 			mu.Unlock()
+			var offered []*agent.Connection
+			for _, n := range servers {
+				if !slices.Contains(failed, n) {
+					offered = append(offered, rt.ag.Connections[n])
+				}
+			}
+			if p := connections.MCPPrompt(offered); p != "" {
+				prompt = strings.TrimSpace(prompt + "\n\n" + p)
+			}
 		}
 		return out, prompt, nil
 	}

@@ -49,8 +49,9 @@ func TestMCPConnectionTools(t *testing.T) {
 		ag.Connections = map[string]*agent.Connection{}
 	}
 	ag.Connections["gh"] = &agent.Connection{Name: "gh",
-		Spec:   agent.ConnectionSpec{BaseURL: "env:GH_MCP_URL", Format: agent.FormatMCP, Auth: &agent.ConnectionAuth{Headers: map[string]string{"Authorization": "env:GH_TOKEN"}}},
-		Access: &agent.Access{Tools: map[string]string{"wipe": "deny"}},
+		Spec:    agent.ConnectionSpec{BaseURL: "env:GH_MCP_URL", Format: agent.FormatMCP, Auth: &agent.ConnectionAuth{Headers: map[string]string{"Authorization": "env:GH_TOKEN"}}},
+		Access:  &agent.Access{Tools: map[string]string{"wipe": "deny"}},
+		Surface: "Issues of the team's GitHub organisation.",
 	}
 	if na := ag.DefaultAgent(); na != nil {
 		na.Connections = append(na.Connections, "gh")
@@ -117,6 +118,29 @@ func TestMCPConnectionTools(t *testing.T) {
 			t.Fatalf("health: %s", hr.Body)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// The system prompt carries the server's surface.md; /inspect/connections shows its tools
+	// with the rule each follows.
+	ctxr := e.do("GET", "/inspect/context", "", nil)
+	if !strings.Contains(string(ctxr.Body), "## MCP servers") || !strings.Contains(string(ctxr.Body), "Issues of the team") {
+		t.Errorf("inspect/context lacks the MCP server's surface: %s", ctxr.Body)
+	}
+	ins := e.do("GET", "/inspect/connections/gh", "", nil)
+	var got struct {
+		Rules struct {
+			Tools []struct{ Tool, Action string }
+		}
+		MCP struct{ Listed bool }
+	}
+	_ = json.Unmarshal(ins.Body, &got)
+	want := map[string]string{"gh__lookup": "allow", "gh__update": "confirm", "gh__wipe": "deny"}
+	for _, tl := range got.Rules.Tools {
+		if want[tl.Tool] == tl.Action {
+			delete(want, tl.Tool)
+		}
+	}
+	if ins.Status != 200 || !got.MCP.Listed || len(want) != 0 {
+		t.Errorf("inspect/connections/gh = %d %s", ins.Status, ins.Body)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"svc/agent"
 	"time"
 
 	"svc/runner/access"
@@ -142,6 +143,15 @@ func (rt *Runtime) inspectConnection(w http.ResponseWriter, r *http.Request, who
 	// order they are tried (most specific first), with hidden fields and the rate limit.
 	d := connections.Describe(conn)
 	out["rules"] = map[string]any{"endpoints": d.Endpoints, "hidden": d.Hidden, "rateLimit": d.RateLimit}
+	if conn.Spec.Format == agent.FormatMCP && rt.conns != nil {
+		// An MCP server's tools as the model is offered them (the last listing), each with the
+		// rule its calls follow, and the server's state.
+		tools, _ := rt.conns.MCPToolRules(conn.Name)
+		st, _ := rt.conns.MCPStatus(conn.Name)
+		delete(spec, "testPath")
+		out["rules"] = map[string]any{"tools": tools, "rateLimit": d.RateLimit}
+		out["mcp"] = st
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
