@@ -131,6 +131,15 @@ func (r *run) loop(ctx context.Context) {
 		case <-r.q.wake:
 		case <-freed:
 			running--
+			// Every slot freed meanwhile too, so that one claim fills them all.
+			for drained := false; !drained; {
+				select {
+				case <-freed:
+					running--
+				default:
+					drained = true
+				}
+			}
 		case <-timer.C:
 			timer.Reset(cfg.PollInterval)
 		}
