@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"testing/fstest"
-	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -123,11 +122,6 @@ func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 			return nil, fmt.Errorf("%w: sqlite path %q must not carry parameters", ErrBadURL, path)
 		}
 		createPrivate(path)
-		// Statements are prepared once per connection and kept: modernc's SQLite parses every
-		// statement it is given, and parsing was a third of the CPU of a busy automation lane.
-		// (pgx keeps its own statement cache on Postgres.) The cache is bounded for the
-		// statements built with a variable number of values.
-		cfg.PrepareStmt, cfg.PrepareStmtMaxSize, cfg.PrepareStmtTTL = true, 512, time.Hour
 		dialector = sqliteDialector{sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}).(*sqlite.Dialector)}
 	}
 	db, err := gorm.Open(dialector, cfg)
