@@ -135,6 +135,10 @@ func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 	if DialectOf(db) == SQLite {
 		// One writer at a time is SQLite's model; a small pool keeps readers concurrent under WAL.
 		sqlDB.SetMaxOpenConns(8)
+		// All of them kept open: with database/sql's default of 2 idle, a busy process closed
+		// and reopened connections all the time, each reapplying the pragmas and preparing its
+		// statements again.
+		sqlDB.SetMaxIdleConns(8)
 	} else {
 		sqlDB.SetMaxOpenConns(32)
 	}

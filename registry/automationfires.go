@@ -9,6 +9,8 @@ import (
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"svc/migrations"
 )
 
 // Errors of the fire methods, for callers to branch on.
@@ -249,6 +251,9 @@ func firesOf(rows []automationFireRow) []AutomationFire {
 // that is not queued is ErrFireNotQueued; a missing one ErrFireNotFound.
 func (s *Automations) StartFire(ctx context.Context, automationID string, fireTime, startedAt time.Time, alone bool) error {
 	key := fireKey(fireTime)
+	if migrations.DialectOf(s.db) == migrations.SQLite {
+		return s.startFireSQLite(ctx, automationID, key, startedAt, alone)
+	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if alone {
 			// The automation's row first, as ClaimFire does: a racing start waits here.
@@ -291,6 +296,34 @@ func (s *Automations) StartFire(ctx context.Context, automationID string, fireTi
 		return err
 	}
 	return fmt.Errorf("start fire of automation %s at %s: %w", automationID, key.Format(time.RFC3339Nano), err)
+}
+
+// startFireSQLite is StartFire on SQLite in one statement: SQLite runs one writer at a time, so
+// the check of the running fires and the start cannot interleave with another start (Postgres
+// needs the automation's row lock for that). Only a start that changed nothing reads why.
+func (s *Automations) startFireSQLite(ctx context.Context, automationID string, key, startedAt time.Time, alone bool) error {
+	busy := ""
+	args := []any{string(FireRunning), startedAt.UTC(), automationID, key, string(FireQueued)}
+	if alone {
+		busy = ` AND NOT EXISTS (SELECT 1 FROM automation_fires r WHERE r.automation_id = ? AND r.status = ? AND r.fire_time <> ?)`
+		args = append(args, automationID, string(FireRunning), key)
+	}
+	res := s.db.WithContext(ctx).Exec(`UPDATE automation_fires SET status = ?, started_at = ?
+		WHERE automation_id = ? AND fire_time = ? AND status = ?`+busy, args...)
+	if res.Error != nil {
+		return fmt.Errorf("start fire of automation %s at %s: %w", automationID, key.Format(time.RFC3339Nano), res.Error)
+	}
+	if res.RowsAffected == 1 {
+		return nil
+	}
+	f, err := s.GetFire(ctx, automationID, key)
+	switch {
+	case err != nil:
+		return err // ErrFireNotFound, or the read's error
+	case f.Status != FireQueued:
+		return ErrFireNotQueued
+	}
+	return ErrFireBusy
 }
 
 // automationEventRow is a row of automation_events: an event id an automation accepted.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -376,3 +378,63 @@ func (s *Automations) ClaimFire(ctx context.Context, automationID string, fireTi
 
 // errFireClaimed rolls back a ClaimFire that lost; ClaimFire returns false for it.
 var errFireClaimed = errors.New("registry: fire claimed already")
+
+// FireClaim is one claim of ClaimFires: the fire of AutomationID at FireTime, and the
+// automation's next fire time after it (nil: none).
+type FireClaim struct {
+	AutomationID string
+	FireTime     time.Time
+	NextFire     *time.Time
+}
+
+// ClaimFires is ClaimFire for many fires in one transaction (the scheduler's page): won[i] says
+// whether claims[i] was claimed by this call, with ClaimFire's guarantee for each (of any number
+// of callers racing on one fire, exactly one wins it). A claim of an automation that no longer
+// exists is not won. Each fire is inserted first, then only the winner moves its automation's
+// next fire time; the claims go in the order of their automation ids, so that two racing calls
+// wait on each other instead of deadlocking. An error claims nothing.
+func (s *Automations) ClaimFires(ctx context.Context, claims []FireClaim) (won []bool, err error) {
+	won = make([]bool, len(claims))
+	if len(claims) == 0 {
+		return won, nil
+	}
+	now := s.now().UTC()
+	order := make([]int, len(claims))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(claims[a].AutomationID, claims[b].AutomationID); c != 0 {
+			return c
+		}
+		return claims[a].FireTime.Compare(claims[b].FireTime)
+	})
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, i := range order {
+			c := claims[i]
+			key := fireKey(c.FireTime)
+			// The fire's primary key decides: a racing insert waits for this one and then does
+			// nothing. WHERE EXISTS: no foreign key error for an automation deleted since the scan.
+			res := tx.Exec(`INSERT INTO automation_fires (automation_id, fire_time, session_id, status, done_reason, error, fired_at, trigger_kind, event)
+				SELECT ?, ?, '', ?, '', '', ?, 'schedule', '' WHERE EXISTS (SELECT 1 FROM automations WHERE id = ?)
+				ON CONFLICT DO NOTHING`, c.AutomationID, key, string(FireQueued), now, c.AutomationID)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				continue
+			}
+			res = tx.Exec(`UPDATE automations SET next_fire_at = ?, last_fire_at = ?, updated_at = ? WHERE id = ?`,
+				utcPtr(c.NextFire), key, now, c.AutomationID)
+			if res.Error != nil {
+				return res.Error
+			}
+			won[i] = res.RowsAffected == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return make([]bool, len(claims)), fmt.Errorf("claim %d fires: %w", len(claims), err)
+	}
+	return won, nil
+}

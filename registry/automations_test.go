@@ -389,3 +389,72 @@ func TestAutomationsAdvanceNext(t *testing.T) {
 		}
 	})
 }
+
+func TestAutomationsClaimFires(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		ag := mustCreateAgent(t, db, "desk")
+		s := registry.NewAutomations(db)
+		tick := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		next := tick.Add(time.Minute)
+		a := mustCreateAutomation(t, s, ag.ID, "", "a", &tick)
+		b := mustCreateAutomation(t, s, ag.ID, "", "b", &tick)
+		if ok, err := s.ClaimFire(ctx, b.ID, tick, &next); !ok || err != nil {
+			t.Fatalf("ClaimFire of b = %v, %v", ok, err)
+		}
+		later := next.Add(time.Hour)
+		won, err := s.ClaimFires(ctx, []registry.FireClaim{
+			{AutomationID: b.ID, FireTime: tick, NextFire: &later}, // claimed already
+			{AutomationID: "au-missing", FireTime: tick, NextFire: &later},
+			{AutomationID: a.ID, FireTime: tick, NextFire: &next},
+		})
+		if err != nil || fmt.Sprint(won) != "[false false true]" {
+			t.Fatalf("ClaimFires = %v, %v; want [false false true]", won, err)
+		}
+		for _, id := range []string{a.ID, b.ID} {
+			got, err := s.Get(ctx, ag.ID, id)
+			if err != nil || got.NextFireAt == nil || !got.NextFireAt.Equal(next) || got.LastFireAt == nil || !got.LastFireAt.Equal(tick) {
+				t.Errorf("%s after the claims: next %v, last %v, %v; want next %v (a lost claim changes nothing), last %v",
+					id, got.NextFireAt, got.LastFireAt, err, next, tick)
+			}
+		}
+
+		// 8 callers racing on the same page (in different orders): each fire is won once.
+		var autos []registry.Automation
+		for i := range 20 {
+			autos = append(autos, mustCreateAutomation(t, s, ag.ID, "", fmt.Sprintf("race %d", i), &next))
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := map[string]int{}
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var claims []registry.FireClaim
+				for i := range autos {
+					x := autos[(i+w*3)%len(autos)]
+					claims = append(claims, registry.FireClaim{AutomationID: x.ID, FireTime: next, NextFire: &later})
+				}
+				won, err := s.ClaimFires(ctx, claims)
+				if err != nil {
+					t.Errorf("racing ClaimFires: %v", err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for i, ok := range won {
+					if ok {
+						wins[claims[i].AutomationID]++
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for _, x := range autos {
+			if wins[x.ID] != 1 {
+				t.Errorf("automation %s won %d times by 8 racing pages, want exactly 1", x.ID, wins[x.ID])
+			}
+		}
+	})
+}

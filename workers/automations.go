@@ -77,6 +77,22 @@ func EnqueueAutomationFire(ctx context.Context, q Queue, f AutomationFireTask) e
 	return enqueueAutomationFire(ctx, q, NewAutomationFireTask(f), f)
 }
 
+// EnqueueAutomationFires enqueues the tasks of fires fs on q, in one call when q can
+// (BatchEnqueuer); a fire whose task is pending or running already is left out.
+func EnqueueAutomationFires(ctx context.Context, q Queue, fs []AutomationFireTask) error {
+	ts := make([]Task, 0, len(fs))
+	for _, f := range fs {
+		if len(f.Event) > 0 && !json.Valid(f.Event) {
+			return fmt.Errorf("%w: the event of a fire of automation %s is not valid JSON", ErrBadTask, f.AutomationID)
+		}
+		ts = append(ts, NewAutomationFireTask(f))
+	}
+	if err := EnqueueAll(ctx, q, ts, MaxRetry(automationMaxRetry), Timeout(AutomationRunTimeout)); err != nil {
+		return fmt.Errorf("enqueue %d automation fires: %w", len(fs), err)
+	}
+	return nil
+}
+
 func enqueueAutomationFire(ctx context.Context, q Queue, t Task, f AutomationFireTask, opts ...Option) error {
 	opts = append(opts, MaxRetry(automationMaxRetry), Timeout(AutomationRunTimeout))
 	err := q.Enqueue(ctx, t, opts...)

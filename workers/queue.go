@@ -145,6 +145,31 @@ type Queue interface {
 	Run(ctx context.Context, mux *ServeMux) error
 }
 
+// BatchEnqueuer is a Queue that stores many tasks at once (workers/dbqueue: one statement).
+type BatchEnqueuer interface {
+	// EnqueueBatch is Enqueue of each of ts with opts, except that a task whose ID is pending
+	// or running is left out instead of being ErrDuplicate. On an error none of ts is enqueued.
+	EnqueueBatch(ctx context.Context, ts []Task, opts ...Option) error
+}
+
+// EnqueueAll enqueues ts on q with opts, leaving out (without an error) those whose ID is
+// pending or running: in one call when q is a BatchEnqueuer, otherwise one Enqueue after the
+// other, stopping at the first error.
+func EnqueueAll(ctx context.Context, q Queue, ts []Task, opts ...Option) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	if b, ok := q.(BatchEnqueuer); ok {
+		return b.EnqueueBatch(ctx, ts, opts...)
+	}
+	for _, t := range ts {
+		if err := q.Enqueue(ctx, t, opts...); err != nil && !errors.Is(err, ErrDuplicate) {
+			return err
+		}
+	}
+	return nil
+}
+
 // Options are the resolved enqueue options of one task.
 type Options struct {
 	// MaxRetry is the number of retries after the first attempt.

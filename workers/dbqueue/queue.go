@@ -23,6 +23,9 @@ const (
 	DefaultLease        = 30 * time.Second
 	DefaultRetention    = 24 * time.Hour
 
+	// enqueueBatch is the most tasks one statement of EnqueueBatch inserts.
+	enqueueBatch = 500
+
 	// MinLease is the shortest accepted Config.Lease: the heartbeat renews every Lease/3.
 	MinLease = 100 * time.Millisecond
 	// MaxConcurrency is the largest accepted Config.Concurrency.
@@ -194,6 +197,59 @@ func (q *Queue) Enqueue(ctx context.Context, t workers.Task, opts ...workers.Opt
 	select {
 	case q.wake <- struct{}{}:
 	default: // a wake-up is already pending
+	}
+	return nil
+}
+
+// EnqueueBatch inserts ts as queued jobs in one statement per enqueueBatch tasks, leaving out
+// those whose ID is pending or running; see workers.BatchEnqueuer.
+func (q *Queue) EnqueueBatch(ctx context.Context, ts []workers.Task, opts ...workers.Option) error {
+	now := q.now()
+	o, err := workers.ResolveOptions(now, opts...)
+	if err != nil {
+		return err
+	}
+	runAt := o.ProcessAt.UTC().Truncate(time.Microsecond)
+	if o.ProcessAt.IsZero() {
+		runAt = now
+	}
+	for _, t := range ts {
+		if err := t.Validate(); err != nil {
+			return err
+		}
+	}
+	err = q.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for start := 0; start < len(ts); start += enqueueBatch {
+			page := ts[start:min(len(ts), start+enqueueBatch)]
+			args := make([]any, 0, 9*len(page))
+			for _, t := range page {
+				id := newID()
+				key := t.ID
+				if key == "" {
+					key = id
+				}
+				payload := t.Payload
+				if payload == nil {
+					payload = []byte{}
+				}
+				args = append(args, id, t.Type, payload, key, o.MaxRetry, runAt, o.Timeout.Milliseconds(), now, now)
+			}
+			// ON CONFLICT DO NOTHING: the unique index of pending keys leaves a duplicate out.
+			err := tx.Exec(`INSERT INTO jobs (id, type, payload, unique_key, state, attempts, max_retry, run_at, worker_id, last_error, timeout_ms, created_at, updated_at)
+				VALUES `+strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, 'queued', 0, ?, ?, '', '', ?, ?, ?),", len(page)), ",")+
+				` ON CONFLICT DO NOTHING`, args...).Error
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("enqueue %d tasks: %w", len(ts), err)
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
 	}
 	return nil
 }

@@ -230,3 +230,41 @@ func TestRunNeedsMigratedTable(t *testing.T) {
 		t.Fatalf("Run on an unmigrated database = %v, want an error pointing at migrations", err)
 	}
 }
+
+func TestEnqueueBatch(t *testing.T) {
+	for name, h := range map[string]queuetest.Harness{"sqlite": sqliteHarness, "postgres": postgresHarness} {
+		t.Run(name, func(t *testing.T) {
+			db := openDB(t, h.New(t))
+			q, err := dbqueue.New(db, dbqueue.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := q.Enqueue(ctx, workers.Task{Type: "t", ID: "a"}); err != nil {
+				t.Fatal(err)
+			}
+			// a is pending: left out, not an error; b twice in one batch: once.
+			err = workers.EnqueueAll(ctx, q, []workers.Task{{Type: "t", ID: "a"}, {Type: "t", ID: "b"}, {Type: "t", ID: "b"}, {Type: "t"}}, workers.MaxRetry(3))
+			if err != nil {
+				t.Fatalf("EnqueueAll = %v", err)
+			}
+			var rows []struct {
+				UniqueKey string
+				MaxRetry  int
+			}
+			if err := db.Raw(`SELECT unique_key, max_retry FROM jobs WHERE state = 'queued' ORDER BY unique_key`).Scan(&rows).Error; err != nil {
+				t.Fatal(err)
+			}
+			keys := map[string]int{}
+			for _, r := range rows {
+				keys[r.UniqueKey] = r.MaxRetry
+			}
+			if len(rows) != 3 || keys["a"] != workers.DefaultMaxRetry || keys["b"] != 3 {
+				t.Errorf("queued jobs = %+v; want a (the first), b once with max_retry 3, and the one without ID", rows)
+			}
+			if err := workers.EnqueueAll(ctx, q, []workers.Task{{Type: ""}}); !errors.Is(err, workers.ErrBadTask) {
+				t.Errorf("EnqueueAll of an invalid task = %v, want ErrBadTask", err)
+			}
+		})
+	}
+}
