@@ -114,7 +114,7 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 		}
 	case sse.TypeToolCallStart:
 		if f.ParentToolID != "" { // a nested card: inside its parent's step
-			return s.childStart(f)
+			return s.toolInput(f)
 		}
 		if err := s.step(); err != nil {
 			return err
@@ -125,18 +125,7 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 		if err := s.closeReasoning(); err != nil {
 			return err
 		}
-		b = s.chunk(b, `{"type":"tool-input-start","toolCallId":`, f.ToolID)
-		b = append(b, `,"toolName":`...)
-		b = sse.AppendString(b, f.ToolName)
-		if err := s.write(append(b, '}')); err != nil {
-			return err
-		}
-		b = s.chunk(s.buf[:0], `{"type":"tool-input-available","toolCallId":`, f.ToolID)
-		b = append(b, `,"toolName":`...)
-		b = sse.AppendString(b, f.ToolName)
-		b = append(b, `,"input":`...)
-		b = appendRaw(b, f.Parameters, "{}")
-		if err := s.write(append(b, '}')); err != nil {
+		if err := s.toolInput(f); err != nil {
 			return err
 		}
 	case sse.TypeConfirmationRequired:
@@ -238,11 +227,11 @@ func (s *aiSink) Emit(f *sse.Frame) error {
 	return nil
 }
 
-// childStart writes the input chunks of a nested card (a call a handler made with
-// ctx.callTool) in the step of its parent: tool-input-available carries the parent's tool call
-// id in providerMetadata.svc.parentToolId, which useChat keeps on the tool part as
+// toolInput writes the input chunks of a tool call. A nested card (a call a handler made with
+// ctx.callTool) goes in the step of its parent: its tool-input-available carries the parent's
+// tool call id in providerMetadata.svc.parentToolId, which useChat keeps on the tool part as
 // callProviderMetadata.
-func (s *aiSink) childStart(f *sse.Frame) error {
+func (s *aiSink) toolInput(f *sse.Frame) error {
 	b := s.chunk(s.buf[:0], `{"type":"tool-input-start","toolCallId":`, f.ToolID)
 	b = append(b, `,"toolName":`...)
 	b = sse.AppendString(b, f.ToolName)
@@ -254,9 +243,12 @@ func (s *aiSink) childStart(f *sse.Frame) error {
 	b = sse.AppendString(b, f.ToolName)
 	b = append(b, `,"input":`...)
 	b = appendRaw(b, f.Parameters, "{}")
-	b = append(b, `,"providerMetadata":{"svc":{"parentToolId":`...)
-	b = sse.AppendString(b, f.ParentToolID)
-	return s.write(append(b, "}}}"...))
+	if f.ParentToolID != "" {
+		b = append(b, `,"providerMetadata":{"svc":{"parentToolId":`...)
+		b = sse.AppendString(b, f.ParentToolID)
+		b = append(b, "}}"...)
+	}
+	return s.write(append(b, '}'))
 }
 
 // dataPart writes f as a transient data part, for frames the protocol has no chunk for.

@@ -51,9 +51,11 @@ func BenchmarkChatStreamTraced(b *testing.B) {
 	benchChatStream(b, tp.Tracer("bench"), nil)
 }
 
-func benchChatStream(b *testing.B, tracer trace.Tracer, turnLog runtime.TurnLog) {
+// benchRuntime is the hello agent on gpt-4o-mini, sent to a fake OpenAI server that streams 32
+// text chunks at once.
+func benchRuntime(b *testing.B, tracer trace.Tracer, turnLog runtime.TurnLog) *env {
 	fake := modelstest.NewOpenAIBenchServer(b, 32)
-	e := start(b, runtime.Options{
+	return start(b, runtime.Options{
 		Tracer:       tracer,
 		TurnLog:      turnLog,
 		Agent:        loadAgent(b, "hello"),
@@ -68,6 +70,10 @@ func benchChatStream(b *testing.B, tracer trace.Tracer, turnLog runtime.TurnLog)
 			return "", false
 		}, fake.Client()),
 	})
+}
+
+func benchChatStream(b *testing.B, tracer trace.Tracer, turnLog runtime.TurnLog) {
+	e := benchRuntime(b, tracer, turnLog)
 	client := e.srv.Client()
 	body := []byte(`{"message":"Say hello"}`)
 	b.ReportAllocs()

@@ -14,9 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"svc/agent"
 	"svc/agent/agenttest"
-	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
 
@@ -242,20 +240,7 @@ func TestMCPRefusals(t *testing.T) {
 //
 //	go test -run '^$' -bench BenchmarkMCPAsk -benchtime 2000x ./runner/runtime/
 func BenchmarkMCPAsk(b *testing.B) {
-	fake := modelstest.NewOpenAIBenchServer(b, 32)
-	e := start(b, runtime.Options{
-		Agent:        loadAgent(b, "hello"),
-		DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o-mini"},
-		Models: runtime.NewModels(func(name string) (string, bool) {
-			switch name {
-			case "OPENAI_BASE_URL":
-				return fake.URL, true
-			case "OPENAI_API_KEY":
-				return "sk-bench", true
-			}
-			return "", false
-		}, fake.Client()),
-	})
+	e := benchRuntime(b, nil, nil)
 	ctx := context.Background()
 	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: e.srv.Client(), DisableStandaloneSSE: true}, nil)
