@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,7 +59,7 @@ func newMCPRoutes(rt *Runtime) *mcpRoutes {
 	m := &mcpRoutes{rt: rt, turns: map[string]*mcpTurn{}}
 	m.base, m.stop = context.WithCancel(context.Background())
 	cfg := rt.opts.Agent.Config
-	srv := mcp.NewServer(&mcp.Implementation{Name: cmpStr(cfg.Name, "agent"), Version: cmpStr(rt.opts.DeployID, cfg.Version)},
+	srv := mcp.NewServer(&mcp.Implementation{Name: cmp.Or(cfg.Name, "agent"), Version: cmp.Or(rt.opts.DeployID, cfg.Version)},
 		&mcp.ServerOptions{Instructions: cfg.Description})
 	srv.AddTool(&mcp.Tool{Name: "ask", Description: askDescription(cfg.Name, cfg.Description, ""), InputSchema: askSchema, OutputSchema: outputSchema}, tool(m.ask("")))
 	names := make([]string, 0, len(rt.opts.Agent.Agents))
@@ -80,14 +81,6 @@ func newMCPRoutes(rt *Runtime) *mcpRoutes {
 		Logger:                     rt.log,
 	})
 	return m
-}
-
-// cmpStr is a, or b when a is empty.
-func cmpStr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // mcpToolName is a named agent's folder name as a tool name: MCP tool names take letters,
@@ -161,7 +154,7 @@ func (m *mcpRoutes) challenge(w http.ResponseWriter, r *http.Request, err error)
 func (m *mcpRoutes) metadata(w http.ResponseWriter, r *http.Request) {
 	md := &oauthex.ProtectedResourceMetadata{
 		Resource:               m.rt.signin.origin(r) + "/mcp",
-		ResourceName:           cmpStr(m.rt.opts.Agent.Config.Name, "agent"),
+		ResourceName:           cmp.Or(m.rt.opts.Agent.Config.Name, "agent"),
 		BearerMethodsSupported: []string{"header"},
 	}
 	if set, err := m.rt.signin.settings(r.Context()); err == nil {
