@@ -49,7 +49,7 @@ var dependsOn = map[string][]string{
 	"runner/attachments":    {},
 	"runner/channels":       {},
 	"runner/durable":        {},
-	"runner/durable/engine": {"runner/durable", "runner/handlers", "runner/models", "runner/sse", "runner/tools"},
+	"runner/durable/engine": {"agent", "runner/durable", "runner/handlers", "runner/models", "runner/sse", "runner/tools"},
 	"runner/access":         {},
 	"runner/models":         {"runner/sse"},
 	"runner/events":         {"runner/sse"},

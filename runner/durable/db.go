@@ -81,6 +81,7 @@ type runRow struct {
 	Status          string
 	Input           sql.NullString
 	Context         sql.NullString
+	Model           sql.NullString
 	Pause           sql.NullString
 	PauseKey        sql.NullString
 	AnsweredBy      string
@@ -119,6 +120,10 @@ func toRow(r Run) (runRow, error) {
 		}
 		row.Context = sql.NullString{String: string(b), Valid: true}
 	}
+	if r.Model != (Model{}) {
+		b, _ := json.Marshal(r.Model) // three strings always encode
+		row.Model = sql.NullString{String: string(b), Valid: true}
+	}
 	var err error
 	if row.Pause, row.PauseKey, err = pauseText(r.Pause); err != nil {
 		return runRow{}, fmt.Errorf("durable: run %s: pause: %w", r.ID, err)
@@ -137,6 +142,11 @@ func (row runRow) run() (Run, error) {
 	if row.Context.Valid {
 		if err := json.Unmarshal([]byte(row.Context.String), &r.Context); err != nil {
 			return Run{}, fmt.Errorf("durable: run %s: context: %w", row.ID, err)
+		}
+	}
+	if row.Model.Valid {
+		if err := json.Unmarshal([]byte(row.Model.String), &r.Model); err != nil {
+			return Run{}, fmt.Errorf("durable: run %s: model: %w", row.ID, err)
 		}
 	}
 	if row.Pause.Valid {

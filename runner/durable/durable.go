@@ -69,6 +69,9 @@ type Run struct {
 	Status  string
 	Input   json.RawMessage   // the tool's arguments
 	Context map[string]string // the chat's context map (spec 2.5), for the children's templates
+	// Model is the model the starting chat session chose (zero when none): the specialists the
+	// handler asks run on it on every resume, as in an inline tool.
+	Model Model
 	// Pause is where the run waits; nil unless the run is parked (or was, when it ended by a
 	// cancel or a timeout).
 	Pause      *Pause
@@ -86,6 +89,13 @@ type Run struct {
 	LeaseUntil time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+}
+
+// Model names a chat session's model choice (spec 2.5 model); never an API key or address.
+type Model struct {
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	Effort   string `json:"effort,omitempty"`
 }
 
 // Pause is what a parked run waits for.

@@ -31,6 +31,7 @@ func newRun(id, status string, attempt int) durable.Run {
 		Owner: "usr_1", ScopeID: "scope_1", Status: status,
 		Input:   json.RawMessage(`{"amount":12,"note":"<b>&</b>"}`),
 		Context: map[string]string{"customer": "c_9", "tier": "gold"},
+		Model:   durable.Model{Provider: "echo", Model: "echo-1", Effort: "low"},
 		Attempt: attempt, LeaseUntil: t0.Add(time.Minute), CreatedAt: t0, UpdatedAt: t0,
 	}
 }
@@ -59,7 +60,7 @@ func TestCreateGet(t *testing.T) {
 		if got.ID != want.ID || got.AgentID != want.AgentID || got.DeployID != want.DeployID || got.ToolName != want.ToolName ||
 			got.ParentSessionID != want.ParentSessionID || got.Owner != want.Owner || got.ScopeID != want.ScopeID ||
 			got.Status != want.Status || string(got.Input) != string(want.Input) || !equalMaps(got.Context, want.Context) ||
-			got.Pause != nil || got.Result != nil || got.Error != "" || got.AnsweredBy != "" || got.Attempt != 1 ||
+			got.Model != want.Model || got.Pause != nil || got.Result != nil || got.Error != "" || got.AnsweredBy != "" || got.Attempt != 1 ||
 			!sameTime(got.LeaseUntil, want.LeaseUntil) || !sameTime(got.CreatedAt, t0) || !sameTime(got.UpdatedAt, t0) {
 			t.Errorf("Get = %+v\nwant %+v", got, want)
 		}

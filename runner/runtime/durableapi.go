@@ -396,7 +396,8 @@ func (d *durableRoutes) restart(w http.ResponseWriter, r *http.Request, who acce
 		return &APIError{Code: CodeInvalidRequest, Message: err.Error()}
 	}
 	next, err := d.runs.StartRun(r.Context(), durable.Run{AgentID: d.dep.AgentID, DeployID: d.dep.DeployID, ToolName: run.ToolName,
-		ParentSessionID: run.ParentSessionID, Owner: run.Owner, ScopeID: run.ScopeID, Input: run.Input, Context: run.Context}, nil)
+		ParentSessionID: run.ParentSessionID, Owner: run.Owner, ScopeID: run.ScopeID, Input: run.Input, Context: run.Context,
+		Model: run.Model}, nil)
 	if err != nil {
 		return err
 	}

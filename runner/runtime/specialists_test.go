@@ -7,6 +7,8 @@ import (
 
 	"svc/agent"
 	"svc/agent/agenttest"
+	"svc/runner/durable"
+	"svc/runner/durable/engine"
 	"svc/runner/models/modelstest"
 	"svc/runner/runtime"
 )
@@ -79,5 +81,41 @@ func TestSpecialistFileLeftOff(t *testing.T) {
 	reqs := model.Requests()
 	if len(reqs) < 2 || !strings.Contains(string(reqs[1].Body), "hello from the notes") || strings.Contains(string(reqs[1].Body), b64("not a zip")) {
 		t.Errorf("the specialist's request should hold notes.txt and not broken.docx: %d requests", len(reqs))
+	}
+}
+
+// A durable tool's specialist runs on the model of the session that started the run, after a
+// resume too: the run keeps the session's choice (echo here), so models.main (OpenAI, no key
+// anywhere) is never called.
+func TestDurableSpecialistOnSessionModel(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	dir := agenttest.Write(t, map[string]string{
+		"svc.json":                  `{"name": "spec", "version": "1", "models": {"main": {"provider": "openai", "model": "gpt-4.1-mini"}}}`,
+		"agents/default/AGENT.md":   "You are the desk.",
+		"agents/default/agent.json": `{"name": "default", "tools": ["flow"]}`,
+		"agents/helper/AGENT.md":    "You help.",
+		"svc/tools/flow/tool.json":  `{"name": "flow", "execution": "durable", "parameters": {"type": "object", "properties": {}}, "uses": {"subagents": ["helper"]}}`,
+		"svc/tools/flow/handler.ts": "export default async function (p: any, ctx: any) {\n  await ctx.requestInput({question: \"go?\", inputType: \"yesno\"});\n  return await ctx.callSubagent(\"helper\", \"Say hi.\");\n}\n",
+	})
+	ag, err := agent.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := &durable.Memory{}
+	e := start(t, runtime.Options{Agent: ag, Durable: durableEngine(t, engine.Config{Store: runs})})
+	fs := e.chat("", map[string]any{"message": `/tool flow {}`, "model": map[string]any{"provider": "echo"}})
+	req := ofType(fs, "durable_approval_required")
+	if len(req) != 1 {
+		t.Fatalf("frames %v", types(fs))
+	}
+	id := str(req[0].Data["session_id"])
+	if run, _ := runs.Get(t.Context(), "", id); run.Model.Provider != "echo" {
+		t.Errorf("the run keeps model %+v, want the session's echo", run.Model)
+	}
+	if r := e.do("POST", "/api/sessions/"+id+"/answer", "", map[string]any{"value": true}); r.Status != 200 {
+		t.Fatalf("answer: %d %s", r.Status, r.Body)
+	}
+	if run := waitRun(t, runs, id, durable.Completed); string(run.Result) != `"echo: Say hi."` {
+		t.Errorf("result %s (error %q)", run.Result, run.Error)
 	}
 }

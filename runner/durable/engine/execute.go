@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"svc/agent"
 	"time"
 
 	"svc/auth"
@@ -189,7 +190,8 @@ func (e *Engine) runHandler(ctx context.Context, h *handlers.Tool, run durable.R
 			return w.Record(ctx, key, value, durable.Entry{At: e.now().UTC()})
 		}}
 	call := tools.Call{ID: run.ID, Arguments: run.Input, Host: host,
-		Session: tools.Session{ID: run.ID, Owner: run.Owner, ScopeID: run.ScopeID, Context: run.Context}}
+		Session: tools.Session{ID: run.ID, Owner: run.Owner, ScopeID: run.ScopeID, Context: run.Context,
+			Model: agent.ModelRef{Provider: run.Model.Provider, Model: run.Model.Model, Effort: run.Model.Effort}}}
 	res, pause, err := h.RunDurable(ctx, call, j)
 	if ferr := w.Close(ctx); ferr != nil && (err == nil || errors.Is(ferr, durable.ErrStale)) {
 		return tools.Result{}, nil, ferr // the outcome must not be stored before what led to it

@@ -49,7 +49,8 @@ func (d *startTool) Call(ctx context.Context, call tools.Call) (tools.Result, er
 	}
 	run, err := d.e.StartRun(ctx, durable.Run{ID: id, AgentID: d.agentID, DeployID: d.deployID, ToolName: d.h.Spec().Name,
 		ParentSessionID: call.Session.ID, Owner: call.Session.Owner, ScopeID: call.Session.ScopeID, Input: args,
-		Context: call.Session.Context}, host)
+		Context: call.Session.Context, Model: durable.Model{Provider: call.Session.Model.Provider, Model: call.Session.Model.Model,
+			Effort: call.Session.Model.Effort}}, host)
 	if err != nil {
 		return tools.Result{}, err
 	}
