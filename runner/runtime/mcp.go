@@ -44,7 +44,7 @@ const identityKey = "svc.identity"
 // mcpRoutes serve /mcp and the protected-resource metadata of one runtime.
 type mcpRoutes struct {
 	rt      *Runtime
-	handler http.Handler // the SDK's Streamable HTTP handler
+	handler http.Handler // the SDK's Streamable HTTP handler behind its bearer middleware
 
 	// base ends the turns that outlive their tool call when the runtime closes.
 	base context.Context
@@ -72,7 +72,7 @@ func newMCPRoutes(rt *Runtime) *mcpRoutes {
 	}
 	srv.AddTool(&mcp.Tool{Name: "answer", Description: "Approve or deny a tool call that an ask tool reported as pending, then return the rest of the answer.",
 		InputSchema: answerSchema, OutputSchema: outputSchema}, tool(m.answer))
-	m.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		SessionTimeout: MCPSessionIdle,
 		// Agents are reached by host name (<slug>.<apps domain>, *.localhost included); the
 		// bearer credential, which a browser never sends by itself, is what protects the route.
@@ -80,7 +80,23 @@ func newMCPRoutes(rt *Runtime) *mcpRoutes {
 		MaxRequestBodyBytes:        mcpMaxBody,
 		Logger:                     rt.log,
 	})
+	// The SDK reads the caller from the TokenInfo that only this middleware can put in the
+	// request's context: built once, it hands over the identity ServeHTTP verified.
+	m.handler = auth.RequireBearerToken(verifiedToken, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	return m
+}
+
+// mcpIdentityKey is the request context's entry holding the identity ServeHTTP verified.
+type mcpIdentityKey struct{}
+
+// verifiedToken is the SDK's TokenInfo of the identity ServeHTTP verified (the credential was
+// checked there; the SDK binds the session to UserID).
+func verifiedToken(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+	who, ok := ctx.Value(mcpIdentityKey{}).(access.Identity)
+	if !ok {
+		return nil, auth.ErrInvalidToken
+	}
+	return &auth.TokenInfo{UserID: mcpOwner(who), Expiration: who.ExpiresAt, Extra: map[string]any{identityKey: who}}, nil
 }
 
 // mcpToolName is a named agent's folder name as a tool name: MCP tool names take letters,
@@ -117,16 +133,13 @@ func (m *mcpRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.challenge(w, r, err)
 		return
 	}
-	info := &auth.TokenInfo{UserID: mcpOwner(who), Expiration: who.ExpiresAt, Extra: map[string]any{identityKey: who}}
-	verified := auth.RequireBearerToken(func(context.Context, string, *http.Request) (*auth.TokenInfo, error) { return info, nil },
-		&auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	// The SDK keeps contexts beyond the request (a session's tool calls run on it): the request's
 	// log record must not travel with them.
-	r = r.WithContext(context.WithValue(r.Context(), requestLogKey{}, nil))
+	r = r.WithContext(context.WithValue(context.WithValue(r.Context(), requestLogKey{}, nil), mcpIdentityKey{}, who))
 	if r.Header.Get("Authorization") == "" { // no credential needed (svc dev without AUTH_TOKEN)
 		r.Header.Set("Authorization", "Bearer none")
 	}
-	verified(m.handler).ServeHTTP(w, r)
+	m.handler.ServeHTTP(w, r)
 }
 
 // mcpOwner binds an MCP session to the credential that opened it: another credential sending

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -236,9 +237,10 @@ func TestMCPRefusals(t *testing.T) {
 // BenchmarkMCPAsk compares one ask over /mcp (the SDK's client, one MCP session for the whole run)
 // with the same turn over /chat/sync, alternating them in each iteration against the fake OpenAI
 // server (32 text chunks), each turn in a fresh session of the hello agent: p50 of each and the
-// difference.
+// difference. A third leg posts the same tools/call on that MCP session with net/http and reads
+// the answer to its end, as the /chat/sync leg does: the server's extra without the SDK client's.
 //
-//	go test -run '^$' -bench BenchmarkMCPAsk -benchtime 2000x ./runner/runtime/
+//	go test -run '^$' -bench BenchmarkMCPAsk -benchtime 3000x ./runner/runtime/
 func BenchmarkMCPAsk(b *testing.B) {
 	e := benchRuntime(b, nil, nil)
 	ctx := context.Background()
@@ -249,7 +251,26 @@ func BenchmarkMCPAsk(b *testing.B) {
 	}
 	defer cs.Close()
 	client := e.srv.Client()
-	var syncLat, mcpLat []time.Duration
+	rawBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"message":"Say hello"}}}`)
+	raw := func() {
+		req, _ := http.NewRequest("POST", e.url+"/mcp", bytes.NewReader(rawBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "ask")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"done_reason":"model_stop"`)) {
+			b.Fatalf("raw ask = %d %s", resp.StatusCode, body)
+		}
+	}
+	var syncLat, mcpLat, rawLat []time.Duration
 	for b.Loop() {
 		start := time.Now()
 		resp, err := client.Post(e.url+"/chat/sync", "application/json", strings.NewReader(`{"message":"Say hello"}`))
@@ -265,15 +286,19 @@ func BenchmarkMCPAsk(b *testing.B) {
 			b.Fatalf("ask: %v %v", err, res)
 		}
 		mcpLat = append(mcpLat, time.Since(start))
+		start = time.Now()
+		raw()
+		rawLat = append(rawLat, time.Since(start))
 	}
 	p50 := func(d []time.Duration) time.Duration {
 		slices.Sort(d)
 		return d[len(d)/2]
 	}
-	s, m := p50(syncLat), p50(mcpLat)
+	s, m, r := p50(syncLat), p50(mcpLat), p50(rawLat)
 	b.ReportMetric(float64(s.Microseconds())/1000, "sync-p50-ms")
 	b.ReportMetric(float64(m.Microseconds())/1000, "mcp-p50-ms")
 	b.ReportMetric(float64((m-s).Microseconds())/1000, "mcp-extra-p50-ms")
+	b.ReportMetric(float64((r-s).Microseconds())/1000, "mcp-http-extra-p50-ms")
 }
 
 // svc dev serves /mcp too, behind its AUTH_TOKEN.
