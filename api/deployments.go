@@ -15,7 +15,7 @@ import (
 )
 
 // RuntimeControl is told when a deployment's runtime stops, so the process that holds it lets
-// it go at once. Other runner processes see the stop on their next request.
+// it go at once. Other runner processes see the stop within their router's HostTTL (1 s).
 type RuntimeControl interface {
 	Forget(deployID string)
 }
