@@ -89,7 +89,7 @@ type Deployments struct {
 // promote, rollback, a build's run and end, runtime stop and start, a runtime error recorded),
 // once the transaction is committed, until cancel is called: what caches deployments in this
 // process (the runner's router) drops them then. Changes committed by other processes are not
-// seen. fn must not block.
+// seen. fn runs before the changing method returns: it must return quickly.
 func (s *Deployments) Watch(fn func()) (cancel func()) {
 	key := &fn
 	s.watchMu.Lock()
