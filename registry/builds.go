@@ -162,6 +162,7 @@ func (s *Deployments) GetBuild(ctx context.Context, id string) (Build, error) {
 // BuildRunning marks a build running (again, after a crash: attempts counts the runs). A build
 // that already finished is ErrBuildFinished, so a redelivered job does nothing.
 func (s *Deployments) BuildRunning(ctx context.Context, buildID string) (Build, error) {
+	defer s.changed()
 	var b Build
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Where("id = ?", buildID).Take(&b).Error; err != nil {
@@ -211,6 +212,7 @@ type BuildOutcome struct {
 // ready: an older build that finishes last never replaces a newer one (newest requested wins).
 // A build that already finished is ErrBuildFinished and is left as it is.
 func (s *Deployments) FinishBuild(ctx context.Context, buildID string, o BuildOutcome) (Deployment, error) {
+	defer s.changed()
 	var d Deployment
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var b Build

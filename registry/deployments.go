@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -79,6 +80,43 @@ func (d Deployment) Serving() bool { return d.Status == StatusReady && d.IsActiv
 type Deployments struct {
 	db  *gorm.DB
 	now func() time.Time
+
+	watchMu  sync.Mutex
+	watchers map[*func()]struct{} // called after every committed change of a deployment
+}
+
+// Watch calls fn after every change of a deployment that this Deployments commits (activate,
+// promote, rollback, a build's run and end, runtime stop and start, a runtime error recorded),
+// once the transaction is committed, until cancel is called: what caches deployments in this
+// process (the runner's router) drops them then. Changes committed by other processes are not
+// seen. fn runs before the changing method returns: it must return quickly.
+func (s *Deployments) Watch(fn func()) (cancel func()) {
+	key := &fn
+	s.watchMu.Lock()
+	if s.watchers == nil {
+		s.watchers = map[*func()]struct{}{}
+	}
+	s.watchers[key] = struct{}{}
+	s.watchMu.Unlock()
+	return func() {
+		s.watchMu.Lock()
+		delete(s.watchers, key)
+		s.watchMu.Unlock()
+	}
+}
+
+// changed tells the watchers that a deployment may have changed; callers defer it, so it runs
+// after their transaction has committed (or rolled back: a spurious call only costs a re-read).
+func (s *Deployments) changed() {
+	s.watchMu.Lock()
+	fns := make([]func(), 0, len(s.watchers))
+	for fn := range s.watchers {
+		fns = append(fns, *fn)
+	}
+	s.watchMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // NewDeployments returns the state machine over db.
@@ -166,6 +204,7 @@ func (s *Deployments) ForHost(ctx context.Context, slug, deployID string) (Deplo
 // SetRuntimeError records why a runner could not load the deployment's bundle; message "" clears
 // it (a runner loaded it). It writes only when the recorded message changes.
 func (s *Deployments) SetRuntimeError(ctx context.Context, deployID, message string) error {
+	defer s.changed()
 	var at *time.Time
 	if message != "" {
 		now := s.now()
@@ -181,6 +220,7 @@ func (s *Deployments) SetRuntimeError(ctx context.Context, deployID, message str
 
 // SetRuntimeStopped records whether a deployment's runtime is stopped.
 func (s *Deployments) SetRuntimeStopped(ctx context.Context, deployID string, stopped bool) (Deployment, error) {
+	defer s.changed()
 	res := s.db.WithContext(ctx).Model(&Deployment{}).Where("id = ?", deployID).Update("runtime_stopped", stopped)
 	if res.Error != nil {
 		return Deployment{}, fmt.Errorf("set runtime state: %w", res.Error)

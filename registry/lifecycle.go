@@ -75,6 +75,7 @@ func (s *Deployments) activate(tx *gorm.DB, d Deployment, action, actor string) 
 // Activate makes a ready deployment the active one of its own environment; the previous active
 // one becomes inactive. Nothing crosses environments. A deployment that is not ready is ErrBuildNotReady.
 func (s *Deployments) Activate(ctx context.Context, deployID, actor string) (Deployment, error) {
+	defer s.changed()
 	var out Deployment
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		d, err := s.lockedDeployment(tx, deployID)
@@ -109,6 +110,7 @@ func (s *Deployments) lockedDeployment(tx *gorm.DB, deployID string) (Deployment
 // inactive deployment of env that is ready and was live before. With none: ErrNothingToRollBack
 // and the active deployment unchanged.
 func (s *Deployments) Rollback(ctx context.Context, agentID, env, deployID, actor string) (Deployment, error) {
+	defer s.changed()
 	if env == "" {
 		env = Production
 	}
@@ -187,6 +189,7 @@ type PromoteRequest struct {
 // autoPromoteProduction says. The source environment is untouched; on any failure the
 // destination is unchanged.
 func (s *Deployments) Promote(ctx context.Context, req PromoteRequest) (Deployment, error) {
+	defer s.changed()
 	if req.To == "" {
 		req.To = Production
 	}

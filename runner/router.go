@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"golang.org/x/sync/singleflight"
 
 	"svc/agent"
 	"svc/errcode"
@@ -46,6 +49,13 @@ type Resolver interface {
 	ForHost(ctx context.Context, slug, deployID string) (registry.Deployment, error)
 }
 
+// Watcher is a Resolver that tells of its changes: Watch calls fn after every change it commits,
+// until cancel (registry.Deployments implements it). The router drops the answers it keeps at
+// each call, so a change made through it is seen by the very next request.
+type Watcher interface {
+	Watch(fn func()) (cancel func())
+}
+
 // Config holds the Router's dependencies. Zero sizes take the documented defaults.
 type Config struct {
 	Resolver Resolver
@@ -58,6 +68,15 @@ type Config struct {
 	Reporter    RuntimeReporter
 	BundleCache int // parsed bundles kept, by digest (default 64)
 	Runtimes    int // runtimes kept, by deployment (default 256)
+	// Hosts is how many hosts' deployments are kept in memory (default 1024); only found
+	// deployments are kept, so unknown hosts cannot grow it past the deployments that exist,
+	// and it is bounded all the same.
+	Hosts int
+	// HostTTL is how long a host's deployment is answered from memory before it is read again
+	// (default 1s). It bounds how late this router sees a change committed by another process
+	// (an API or worker beside this runner); a change committed through the Resolver itself,
+	// when it is a Watcher (svc up, a worker's own builds), is seen by the next request.
+	HostTTL time.Duration
 	// RetryAfter is how long a failed load is answered from memory before the bundle is read
 	// again (default 5s): a broken bundle costs one object-store read per interval, not one per
 	// request.
@@ -74,6 +93,21 @@ type Router struct {
 	mu       sync.Mutex             // serialises loading, so one deployment is loaded once
 	failed   map[string]loadFailure // deployment → its last failed load, under mu
 	wg       sync.WaitGroup
+
+	// hosts keeps ForHost's found answers. An entry serves while it is younger than HostTTL and
+	// of the current generation; every change the Resolver tells of starts a new generation, and
+	// a read begun under an older one is never kept.
+	hosts      *lru.Cache[Target, hostEntry]
+	generation atomic.Uint64
+	lookups    singleflight.Group // one ForHost at a time per host and generation
+	unwatch    func()
+}
+
+// hostEntry is a host's deployment as read at a time, in a generation.
+type hostEntry struct {
+	d          registry.Deployment
+	at         time.Time
+	generation uint64
 }
 
 // loadFailure is a failed load, answered from memory until retry.
@@ -92,6 +126,12 @@ func NewRouter(cfg Config) (*Router, error) {
 	}
 	if cfg.Runtimes <= 0 {
 		cfg.Runtimes = 256
+	}
+	if cfg.Hosts <= 0 {
+		cfg.Hosts = 1024
+	}
+	if cfg.HostTTL <= 0 {
+		cfg.HostTTL = time.Second
 	}
 	if cfg.RetryAfter <= 0 {
 		cfg.RetryAfter = 5 * time.Second
@@ -113,7 +153,42 @@ func NewRouter(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: runtime cache: %w", err)
 	}
+	if r.hosts, err = lru.New[Target, hostEntry](cfg.Hosts); err != nil {
+		return nil, fmt.Errorf("runner: host cache: %w", err)
+	}
+	r.unwatch = func() {}
+	if w, ok := cfg.Resolver.(Watcher); ok {
+		r.unwatch = w.Watch(r.ForgetHosts)
+	}
 	return r, nil
+}
+
+// ForgetHosts drops every host's kept deployment: the next request to each reads it again.
+func (r *Router) ForgetHosts() {
+	r.generation.Add(1)
+	r.hosts.Purge()
+}
+
+// forHost is the deployment host t names: from memory when read lately in this generation, else
+// from the Resolver, read once for all the requests that ask at the same time.
+func (r *Router) forHost(ctx context.Context, t Target) (registry.Deployment, error) {
+	gen := r.generation.Load()
+	if e, ok := r.hosts.Get(t); ok && e.generation == gen && r.cfg.Now().Sub(e.at) < r.cfg.HostTTL {
+		return e.d, nil
+	}
+	key := strconv.FormatUint(gen, 10) + "/" + t.DeployID + "/" + t.Slug
+	v, err, _ := r.lookups.Do(key, func() (any, error) {
+		// The requests that share this read must not fail because the first one went away;
+		// its age counts from before the read.
+		at := r.cfg.Now()
+		d, err := r.cfg.Resolver.ForHost(context.WithoutCancel(ctx), t.Slug, t.DeployID)
+		if err == nil {
+			r.hosts.Add(t, hostEntry{d: d, at: at, generation: gen})
+		}
+		return d, err
+	})
+	d, _ := v.(registry.Deployment)
+	return d, err
 }
 
 func (r *Router) closeRuntime(rt Runtime) {
@@ -124,6 +199,7 @@ func (r *Router) closeRuntime(rt Runtime) {
 
 // Close closes every cached runtime and waits for them.
 func (r *Router) Close() {
+	r.unwatch()
 	r.runtimes.Purge() // calls the eviction callback for each
 	r.wg.Wait()
 }
@@ -169,7 +245,7 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if runtime.CrossOrigin(w, req) { // a preflight needs no deployment; errors below reach the page
 		return
 	}
-	d, err := r.cfg.Resolver.ForHost(req.Context(), t.Slug, t.DeployID)
+	d, err := r.forHost(req.Context(), t)
 	switch {
 	case errors.Is(err, registry.ErrAgentNotFound), errors.Is(err, registry.ErrDeploymentNotFound):
 		errcode.Write(w, errcode.NotFound, "no agent or deployment is served at this host")

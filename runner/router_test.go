@@ -345,3 +345,145 @@ func TestRouterSaysWhyARuntimeDidNotStart(t *testing.T) {
 		})
 	}
 }
+
+// countingResolver is the registry's resolver (a Watcher too) with its reads counted; while
+// hold is set, each read waits for a value on it after reading.
+type countingResolver struct {
+	*registry.Deployments
+	reads atomic.Int32
+	hold  atomic.Pointer[chan struct{}]
+}
+
+func (c *countingResolver) ForHost(ctx context.Context, slug, deployID string) (registry.Deployment, error) {
+	c.reads.Add(1)
+	d, err := c.Deployments.ForHost(ctx, slug, deployID)
+	if h := c.hold.Load(); h != nil {
+		<-*h
+	}
+	return d, err
+}
+
+// TestRouterKeepsHostsUntilAChange: a host's deployment is read once and then answered from
+// memory; a promote, activate or rollback through the registry is seen by the very next request,
+// a change committed by another process (written to the database behind the registry's back)
+// within HostTTL; a read that began before a change is never kept; unknown hosts are not kept.
+func TestRouterKeepsHostsUntilAChange(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?)`, now, now).Error; err != nil {
+			t.Fatal(err)
+		}
+		deps := registry.NewDeployments(db)
+		build := func(env, commit string) registry.Deployment {
+			st, err := deps.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: env, Commit: commit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		res := &countingResolver{Deployments: deps}
+		var elapsed atomic.Int64 // the router's clock, moved by the test alone
+		start := time.Now()
+		var closed atomic.Int32
+		router, err := runner.NewRouter(runner.Config{
+			Resolver: res, AppsDomain: "apps.localhost", HostTTL: time.Minute,
+			Now:        func() time.Time { return start.Add(time.Duration(elapsed.Load())) },
+			LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) { return &agent.Agent{}, nil },
+			NewRuntime: func(_ context.Context, _ *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
+				return healthRuntime{id: d.ID, closed: &closed}, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer router.Close()
+		get := func(host string) string {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/health", nil)
+			req.Host = host
+			router.ServeHTTP(rec, req)
+			var body struct {
+				DeployID string `json:"deployId"`
+				Error    struct{ Code string }
+			}
+			_ = json.Unmarshal(rec.Body.Bytes(), &body)
+			return body.DeployID + body.Error.Code
+		}
+		check := func(host, want string, reads int32) {
+			t.Helper()
+			if got := get(host); got != want {
+				t.Errorf("GET %s = %s, want %s", host, got, want)
+			}
+			if got := res.reads.Load(); got != reads {
+				t.Errorf("after GET %s: %d reads of the registry, want %d", host, got, reads)
+			}
+		}
+		d1 := build("production", "c1")
+		check("acme.apps.localhost", d1.ID, 1)
+		check("acme.apps.localhost", d1.ID, 1)
+		check("ACME.apps.localhost:8080", d1.ID, 1)
+
+		// Through the registry: seen at once.
+		staging := build("staging", "c2")
+		check("acme.apps.localhost", d1.ID, 2)
+		promoted, err := deps.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "staging"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("acme.apps.localhost", promoted.ID, 3)
+		check("acme.apps.localhost", promoted.ID, 3)
+		if _, err := deps.Rollback(ctx, "a1", "production", "", "op"); err != nil {
+			t.Fatal(err)
+		}
+		check("acme.apps.localhost", d1.ID, 4)
+		if _, err := deps.Activate(ctx, promoted.ID, "op"); err != nil {
+			t.Fatal(err)
+		}
+		check("acme.apps.localhost", promoted.ID, 5)
+		check(staging.ID+"--acme.apps.localhost", staging.ID, 6)
+		check(staging.ID+"--acme.apps.localhost", staging.ID, 6)
+
+		// Behind the registry's back (another process): within HostTTL.
+		if err := db.Exec(`UPDATE deployments SET is_active = ? WHERE id = ?`, false, promoted.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec(`UPDATE deployments SET is_active = ? WHERE id = ?`, true, d1.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		check("acme.apps.localhost", promoted.ID, 6)
+		elapsed.Store(int64(time.Minute))
+		check("acme.apps.localhost", d1.ID, 7)
+
+		// A read that began before a change answers its own request but is not kept.
+		h := make(chan struct{})
+		res.hold.Store(&h)
+		elapsed.Store(int64(2 * time.Minute))
+		done := make(chan string)
+		before := res.reads.Load()
+		go func() { done <- get("acme.apps.localhost") }()
+		for res.reads.Load() == before {
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := deps.Activate(ctx, promoted.ID, "op"); err != nil {
+			t.Fatal(err)
+		}
+		res.hold.Store(nil)
+		close(h)
+		if got := <-done; got != d1.ID {
+			t.Errorf("the request whose read began before the activation = %s, want %s", got, d1.ID)
+		}
+		check("acme.apps.localhost", promoted.ID, 9)
+
+		// Unknown hosts are read each time, never kept.
+		for i := range 3 {
+			check(fmt.Sprintf("nobody%d.apps.localhost", i), "NOT_FOUND", int32(10+i))
+		}
+		check("dnothing--acme.apps.localhost", "NOT_FOUND", 13)
+		check("dnothing--acme.apps.localhost", "NOT_FOUND", 14)
+	})
+}

@@ -29,6 +29,7 @@ import (
 	"svc/runner/sessions/memstore"
 	"svc/runner/sessions/objblobs"
 	"svc/runner/sessions/redislock"
+	"svc/runner/sse"
 	"svc/runner/stores"
 	"svc/runner/streams/memstream"
 	"svc/runner/streams/redisstream"
@@ -196,6 +197,10 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	if err != nil {
 		return nil, nil, err
 	}
+	// The deployment changes of the other processes sharing Redis (an API, a worker) drop the
+	// deployments the router keeps at once; its HostTTL bounds a change whose message is lost.
+	bus.Subscribe(deploymentsKey, func(sse.Frame) { router.ForgetHosts() })
+	p.announceDeployments(bus)
 	// A run resumes on the deployment that started it: loading it attaches its runtime.
 	if err := runs.Start(func(ctx context.Context, deployID string) error {
 		_, err := router.Deployment(ctx, deployID)
@@ -204,6 +209,46 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 		return nil, nil, err
 	}
 	return router, runs, nil
+}
+
+// deploymentsKey is the events bus key of deployment changes: no agent id has this form, so no
+// GET /api/events subscriber ever receives them.
+const deploymentsKey = "\x00deployments"
+
+// announceDeployments publishes on bus every deployment change this process commits (activate,
+// promote, rollback, a build's end, runtime stop), for the routers of the processes sharing its
+// Redis (newRouter subscribes them). A message lost (Redis pub/sub delivers at most once) leaves
+// a runner on the old deployment for at most its router's HostTTL.
+func (p *platform) announceDeployments(bus *events.Bus) {
+	cancel := p.deploys.Watch(func() {
+		ctx, done := context.WithTimeout(context.Background(), time.Second)
+		defer done()
+		if err := bus.Publish(ctx, deploymentsKey, &sse.Frame{}); err != nil {
+			p.log.Warn("announce a deployment change", "err", err)
+		}
+	})
+	p.closers = append(p.closers, func() error { cancel(); return nil })
+}
+
+// announceFromAPI is announceDeployments for a process without a router (svc api): its own
+// Redis client and bus, closed with the platform. Without Redis there is no one to tell.
+func (p *platform) announceFromAPI(ctx context.Context) error {
+	if p.cfg.RedisURL == "" {
+		return nil
+	}
+	opt, err := redis.ParseURL(p.cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("setting REDIS_URL: %w", err)
+	}
+	rdb := redis.NewClient(opt)
+	p.closers = append(p.closers, rdb.Close)
+	bus, err := events.New(ctx, rdb, p.log)
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	p.closers = append(p.closers, bus.Close)
+	p.announceDeployments(bus)
+	return nil
 }
 
 // stopRouter shuts the durable engine down, then closes the router's runtimes. The executions
@@ -360,6 +405,9 @@ func roleAPI(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logg
 	}
 	defer p.close()
 	if _, err := p.bootstrap(ctx); err != nil {
+		return err
+	}
+	if err := p.announceFromAPI(ctx); err != nil {
 		return err
 	}
 	a, err := p.newAPI(cfg.AppsDomain, nil, nil)

@@ -349,4 +349,21 @@ func TestScaleOut(t *testing.T) {
 	if strings.Contains(fmt.Sprint(snap), "hook-secret") {
 		t.Fatal("the snapshot shows a secret")
 	}
+
+	// 4. An activation through the API process reaches the runner, which kept the live
+	// deployment of the persistent URL in memory: through the events bus at once, within its
+	// HostTTL (1 s) if that message were lost; never the old deployment for good.
+	earlier := prod["deployId"].(string)
+	if s := p.call(t, "POST", "/api/deployments/"+earlier+"/activate", nil, nil, nil); s != 200 {
+		t.Fatalf("activate %s = %d", earlier, s)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s, body := health(a.Slug + ".apps.localhost")
+		if s == 200 && strings.Contains(body, earlier) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("persistent URL after activating %s through the API = %d %s", earlier, s, body)
+		}
+	}
 }

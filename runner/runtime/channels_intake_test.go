@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"svc/agent"
-	"svc/agent/agenttest"
 	"svc/runner/channels"
 	"svc/runner/channels/channelstest"
 	"svc/runner/channels/slack"
@@ -150,21 +148,10 @@ func TestChannelRecordWithTheTurns(t *testing.T) {
 // On Slack too, a pressed option sends the option's value, not its label: the button carries
 // the option's index and the turn stored the values.
 func TestChannelSlackChoiceSendsTheValue(t *testing.T) {
-	ag, err := agent.LoadDir(agenttest.Write(t, map[string]string{
-		"svc.json":                  `{"name": "desk", "version": "1"}`,
-		"agents/default/AGENT.md":   "You are the front desk.",
-		"agents/default/agent.json": `{"name": "default", "tools": ["ask_user"]}`,
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := startChannelsOf(t, ag, nil)
-	ask := `/tool ask_user {"question": "Which plan?", "options": [{"value": "free", "label": "Free plan"}, {"value": "pro", "label": "Pro plan"}]}`
-	mention := withText(t, "slack/app_mention.json", "is it everything a river should be?", strings.ReplaceAll(ask, `"`, `\"`))
-	if r := e.deliver(channelstest.SlackDelivery(slackSecret, mention, time.Now()), "/channels/slack/webhook"); r.Status != http.StatusOK {
-		t.Fatalf("delivery: %d %v", r.Status, r.JSON)
-	}
-	e.drain()
+	e := askPlans(t, "Free plan", "Pro plan", func(ask string) (channelstest.Delivery, string) {
+		mention := withText(t, "slack/app_mention.json", "is it everything a river should be?", ask)
+		return channelstest.SlackDelivery(slackSecret, mention, time.Now()), "/channels/slack/webhook"
+	})
 	posts := e.slack.Acknowledged(slack.MethodPostMessage)
 	if len(posts) != 1 {
 		t.Fatalf("%d posts, want the question", len(posts))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -321,9 +322,11 @@ func TestChannelApprovalPressedTwice(t *testing.T) {
 	}
 }
 
-// An ask_user question reaches Telegram as an inline keyboard; the option pressed is the next
-// message of the chat, once: a second press is told it was answered.
-func TestChannelChoicePressedTwice(t *testing.T) {
+// askPlans starts the channels of an agent with ask_user and delivers the message deliver makes
+// of a text asking, through ask_user, "Which plan?" with the options free and pro labelled free
+// and pro; it returns once the turn has run.
+func askPlans(t *testing.T, free, pro string, deliver func(ask string) (channelstest.Delivery, string)) *chanEnv {
+	t.Helper()
 	ag, err := agent.LoadDir(agenttest.Write(t, map[string]string{
 		"svc.json":                  `{"name": "desk", "version": "1"}`,
 		"agents/default/AGENT.md":   "You are the front desk.",
@@ -333,12 +336,22 @@ func TestChannelChoicePressedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := startChannelsOf(t, ag, nil)
-	ask := `/tool ask_user {"question": "Which plan?", "options": [{"value": "free", "label": "Free"}, {"value": "pro", "label": "Pro"}]}`
-	update := withText(t, "telegram/message.json", "What is the weather in Oslo?", strings.ReplaceAll(ask, `"`, `\"`))
-	if r := e.deliver(channelstest.TelegramDelivery(tgSecret, update), "/channels/telegram/webhook"); r.Status != http.StatusOK {
+	ask := fmt.Sprintf(`/tool ask_user {"question": "Which plan?", "options": [{"value": "free", "label": %q}, {"value": "pro", "label": %q}]}`, free, pro)
+	d, path := deliver(strings.ReplaceAll(ask, `"`, `\"`))
+	if r := e.deliver(d, path); r.Status != http.StatusOK {
 		t.Fatalf("delivery: %d %v", r.Status, r.JSON)
 	}
 	e.drain()
+	return e
+}
+
+// An ask_user question reaches Telegram as an inline keyboard; the option pressed is the next
+// message of the chat, once: a second press is told it was answered.
+func TestChannelChoicePressedTwice(t *testing.T) {
+	e := askPlans(t, "Free", "Pro", func(ask string) (channelstest.Delivery, string) {
+		update := withText(t, "telegram/message.json", "What is the weather in Oslo?", ask)
+		return channelstest.TelegramDelivery(tgSecret, update), "/channels/telegram/webhook"
+	})
 	sent := e.tg.Acknowledged(telegram.MethodSendMessage)
 	if len(sent) != 1 || !strings.Contains(string(sent[0].Body), "inline_keyboard") {
 		t.Fatalf("sent %v, want the question with its keyboard", sent)
