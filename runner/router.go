@@ -77,6 +77,13 @@ type Config struct {
 	// (an API or worker beside this runner); a change committed through the Resolver itself,
 	// when it is a Watcher (svc up, a worker's own builds), is seen by the next request.
 	HostTTL time.Duration
+	// Changes, when set, reads a counter of deployment changes shared by every process (svc
+	// api, workers and runners on one Redis), raised by each change before the call that made
+	// it returns: a kept host answers only while the counter reads as it did when the host was
+	// read, so no request made after a change's call returned reaches the deployment it
+	// replaced. One read per request, far cheaper than the Resolver's; a failed read reads the
+	// Resolver.
+	Changes func(ctx context.Context) (uint64, error)
 	// RetryAfter is how long a failed load is answered from memory before the bundle is read
 	// again (default 5s): a broken bundle costs one object-store read per interval, not one per
 	// request.
@@ -108,6 +115,7 @@ type hostEntry struct {
 	d          registry.Deployment
 	at         time.Time
 	generation uint64
+	changes    uint64 // Config.Changes when read
 }
 
 // loadFailure is a failed load, answered from memory until retry.
@@ -173,17 +181,26 @@ func (r *Router) ForgetHosts() {
 // from the Resolver, read once for all the requests that ask at the same time.
 func (r *Router) forHost(ctx context.Context, t Target) (registry.Deployment, error) {
 	gen := r.generation.Load()
-	if e, ok := r.hosts.Get(t); ok && e.generation == gen && r.cfg.Now().Sub(e.at) < r.cfg.HostTTL {
+	var changes uint64
+	keep := true // false when the shared change counter could not be read
+	if r.cfg.Changes != nil {
+		var err error
+		if changes, err = r.cfg.Changes(ctx); err != nil {
+			keep = false
+			r.cfg.Logger.WarnContext(ctx, "read the deployment change counter", "err", err)
+		}
+	}
+	if e, ok := r.hosts.Get(t); keep && ok && e.generation == gen && e.changes == changes && r.cfg.Now().Sub(e.at) < r.cfg.HostTTL {
 		return e.d, nil
 	}
-	key := strconv.FormatUint(gen, 10) + "/" + t.DeployID + "/" + t.Slug
+	key := strconv.FormatUint(gen, 10) + "/" + strconv.FormatUint(changes, 10) + "/" + strconv.FormatBool(keep) + "/" + t.DeployID + "/" + t.Slug
 	v, err, _ := r.lookups.Do(key, func() (any, error) {
 		// The requests that share this read must not fail because the first one went away;
 		// its age counts from before the read.
 		at := r.cfg.Now()
 		d, err := r.cfg.Resolver.ForHost(context.WithoutCancel(ctx), t.Slug, t.DeployID)
-		if err == nil {
-			r.hosts.Add(t, hostEntry{d: d, at: at, generation: gen})
+		if err == nil && keep {
+			r.hosts.Add(t, hostEntry{d: d, at: at, generation: gen, changes: changes})
 		}
 		return d, err
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -485,5 +486,90 @@ func TestRouterKeepsHostsUntilAChange(t *testing.T) {
 		}
 		check("dnothing--acme.apps.localhost", "NOT_FOUND", 13)
 		check("dnothing--acme.apps.localhost", "NOT_FOUND", 14)
+	})
+}
+
+// A change committed by another process (its own registry.Deployments, here other) raises the
+// shared change counter before its call returns; the router reads the counter at each request,
+// so the very next request after the call reaches the new deployment, with no wait for a TTL. A
+// counter that cannot be read makes the router read the registry, and keep nothing.
+func TestRouterReadsTheSharedChangeCounter(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		now := time.Now().UTC()
+		if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?)`, now, now).Error; err != nil {
+			t.Fatal(err)
+		}
+		var counter atomic.Uint64
+		var broken atomic.Bool
+		other := registry.NewDeployments(db) // the API process
+		defer other.Watch(func() { counter.Add(1) })()
+		build := func(env, commit string) registry.Deployment {
+			st, err := other.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: env, Commit: commit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := other.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		res := &countingResolver{Deployments: registry.NewDeployments(db)} // the runner's own
+		router, err := runner.NewRouter(runner.Config{
+			Resolver: res, AppsDomain: "apps.localhost", HostTTL: time.Hour,
+			Changes: func(context.Context) (uint64, error) {
+				if broken.Load() {
+					return 0, errors.New("redis is down")
+				}
+				return counter.Load(), nil
+			},
+			LoadBundle: func(context.Context, registry.Deployment) (*agent.Agent, error) { return &agent.Agent{}, nil },
+			NewRuntime: func(_ context.Context, _ *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
+				return healthRuntime{id: d.ID, closed: new(atomic.Int32)}, nil
+			},
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer router.Close()
+		check := func(want string, reads int32) {
+			t.Helper()
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/health", nil)
+			req.Host = "acme.apps.localhost"
+			router.ServeHTTP(rec, req)
+			var body struct {
+				DeployID string `json:"deployId"`
+			}
+			_ = json.Unmarshal(rec.Body.Bytes(), &body)
+			if body.DeployID != want {
+				t.Errorf("GET = %s, want %s", body.DeployID, want)
+			}
+			if got := res.reads.Load(); got != reads {
+				t.Errorf("%d reads of the registry, want %d", got, reads)
+			}
+		}
+		d1 := build("production", "c1")
+		check(d1.ID, 1)
+		check(d1.ID, 1)
+		build("staging", "c2")
+		check(d1.ID, 2) // the counter moved: read again, same answer
+		promoted, err := other.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "staging"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(promoted.ID, 3)
+		check(promoted.ID, 3)
+		if _, err := other.Rollback(ctx, "a1", "production", "", "op"); err != nil {
+			t.Fatal(err)
+		}
+		check(d1.ID, 4)
+		broken.Store(true)
+		check(d1.ID, 5)
+		check(d1.ID, 6)
+		broken.Store(false) // what was kept before still stands: the counter has not moved
+		check(d1.ID, 6)
 	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -29,7 +30,6 @@ import (
 	"svc/runner/sessions/memstore"
 	"svc/runner/sessions/objblobs"
 	"svc/runner/sessions/redislock"
-	"svc/runner/sse"
 	"svc/runner/stores"
 	"svc/runner/streams/memstream"
 	"svc/runner/streams/redisstream"
@@ -164,7 +164,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	}
 	chans := p.channelHost()
 	router, err := runner.NewRouter(runner.Config{
-		Resolver: p.deploys, Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
+		Resolver: p.deploys, Changes: deploymentChanges(rdb), Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: p.loadAgent,
 		NewRuntime: func(ctx context.Context, a *agent.Agent, d registry.Deployment) (runner.Runtime, error) {
 			env, hint := p.envOf(d.AgentID), p.secretHint(ctx, d.AgentID)
@@ -197,10 +197,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	if err != nil {
 		return nil, nil, err
 	}
-	// The deployment changes of the other processes sharing Redis (an API, a worker) drop the
-	// deployments the router keeps at once; its HostTTL bounds a change whose message is lost.
-	bus.Subscribe(deploymentsKey, func(sse.Frame) { router.ForgetHosts() })
-	p.announceDeployments(bus)
+	p.countDeploymentChanges(rdb)
 	// A run resumes on the deployment that started it: loading it attaches its runtime.
 	if err := runs.Start(func(ctx context.Context, deployID string) error {
 		_, err := router.Deployment(ctx, deployID)
@@ -211,28 +208,48 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	return router, runs, nil
 }
 
-// deploymentsKey is the events bus key of deployment changes: no agent id has this form, so no
-// GET /api/events subscriber ever receives them.
-const deploymentsKey = "\x00deployments"
+// changesKey is the Redis counter of deployment changes that every process sharing the Redis
+// raises and every router reads (runner.Config.Changes).
+const changesKey = "svc:deployments:changes"
 
-// announceDeployments publishes on bus every deployment change this process commits (activate,
-// promote, rollback, a build's end, runtime stop), for the routers of the processes sharing its
-// Redis (newRouter subscribes them). A message lost (Redis pub/sub delivers at most once) leaves
-// a runner on the old deployment for at most its router's HostTTL.
-func (p *platform) announceDeployments(bus *events.Bus) {
+// countDeploymentChanges raises the shared change counter after every deployment change this
+// process commits (activate, promote, rollback, a build's run and end, runtime stop and start),
+// before the call that made the change returns: a router of any process sharing the Redis
+// reads the counter at each request, so no request made after the call returned reaches the
+// deployment it replaced. Without Redis there is no other process to tell (the router of this
+// process drops its hosts by itself). A failed raise is logged; the routers then see the change
+// within their HostTTL (1 s).
+func (p *platform) countDeploymentChanges(rdb *redis.Client) {
+	if rdb == nil {
+		return
+	}
 	cancel := p.deploys.Watch(func() {
 		ctx, done := context.WithTimeout(context.Background(), time.Second)
 		defer done()
-		if err := bus.Publish(ctx, deploymentsKey, &sse.Frame{}); err != nil {
-			p.log.Warn("announce a deployment change", "err", err)
+		if err := rdb.Incr(ctx, changesKey).Err(); err != nil {
+			p.log.Warn("count a deployment change", "err", err)
 		}
 	})
 	p.closers = append(p.closers, func() error { cancel(); return nil })
 }
 
-// announceFromAPI is announceDeployments for a process without a router (svc api): its own
-// Redis client and bus, closed with the platform. Without Redis there is no one to tell.
-func (p *platform) announceFromAPI(ctx context.Context) error {
+// deploymentChanges reads the shared change counter for the router (0 before the first change).
+func deploymentChanges(rdb *redis.Client) func(context.Context) (uint64, error) {
+	if rdb == nil {
+		return nil
+	}
+	return func(ctx context.Context) (uint64, error) {
+		n, err := rdb.Get(ctx, changesKey).Uint64()
+		if errors.Is(err, redis.Nil) {
+			return 0, nil
+		}
+		return n, err
+	}
+}
+
+// countFromAPI is countDeploymentChanges for a process without a router (svc api), on a Redis
+// client of its own closed with the platform.
+func (p *platform) countFromAPI() error {
 	if p.cfg.RedisURL == "" {
 		return nil
 	}
@@ -242,12 +259,7 @@ func (p *platform) announceFromAPI(ctx context.Context) error {
 	}
 	rdb := redis.NewClient(opt)
 	p.closers = append(p.closers, rdb.Close)
-	bus, err := events.New(ctx, rdb, p.log)
-	if err != nil {
-		return fmt.Errorf("events: %w", err)
-	}
-	p.closers = append(p.closers, bus.Close)
-	p.announceDeployments(bus)
+	p.countDeploymentChanges(rdb)
 	return nil
 }
 
@@ -407,7 +419,7 @@ func roleAPI(ctx context.Context, cmd *cobra.Command, cfg Config, log *slog.Logg
 	if _, err := p.bootstrap(ctx); err != nil {
 		return err
 	}
-	if err := p.announceFromAPI(ctx); err != nil {
+	if err := p.countFromAPI(); err != nil {
 		return err
 	}
 	a, err := p.newAPI(cfg.AppsDomain, nil, nil)
