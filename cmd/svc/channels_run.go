@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -90,6 +91,11 @@ type channelRunner interface {
 	RunChannel(ctx context.Context, task runtime.ChannelTask) error
 }
 
+// ackPriority bounds how long a channel turn waits for the deliveries this process is
+// acknowledging (Channels.AfterAcks): under a burst the acknowledgements, which Slack wants
+// within 3 s, do not share the CPU with the turns of the deliveries before them.
+const ackPriority = 250 * time.Millisecond
+
 // handleChannels routes the channel tasks of mux to the runtimes of router.
 func (p *platform) handleChannels(mux *workers.ServeMux, router *runner.Router) {
 	h := &workers.ChannelHandler{
@@ -99,6 +105,9 @@ func (p *platform) handleChannels(mux *workers.ServeMux, router *runner.Router) 
 				return fmt.Errorf("%w: channel message: %v", workers.ErrSkipRetry, err)
 			}
 			faults.Point("channel.turn")
+			if p.chans != nil { // a delivery's 200 goes before the turns of those acknowledged already
+				p.chans.AfterAcks(ctx, ackPriority)
+			}
 			return p.runChannel(ctx, router, t.AgentID, runtime.ChannelTask{Message: &m})
 		},
 		Send: func(ctx context.Context, s workers.ChannelSend) error {

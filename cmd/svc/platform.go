@@ -24,6 +24,7 @@ import (
 	"svc/registry/fsobjects"
 	"svc/registry/s3objects"
 	"svc/runner/durable/engine"
+	"svc/runner/runtime"
 	"svc/runner/sandbox"
 	"svc/webhook"
 	"svc/workers"
@@ -35,7 +36,10 @@ import (
 // the deployment state machine and the build queue. The roles build on it what they run: the
 // Deployer of the API (newAPI) and the build handler of the workers (buildMux).
 type platform struct {
-	cfg       Config
+	cfg Config
+	// chans is the channels host of this process's runtimes (set by newRouter): the channel
+	// turns this process runs wait for its deliveries' acknowledgements (Channels.AfterAcks).
+	chans     *runtime.Channels
 	log       *slog.Logger
 	db        *gorm.DB
 	objects   registry.Objects

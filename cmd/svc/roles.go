@@ -163,6 +163,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 		return nil, nil, err
 	}
 	chans := p.channelHost()
+	p.chans = chans
 	router, err := runner.NewRouter(runner.Config{
 		Resolver: p.deploys, Changes: deploymentChanges(rdb), Lookup: p.deploys.Get, AppsDomain: strings.Split(p.cfg.AppsDomain, ":")[0], Logger: p.log, Reporter: p.deploys,
 		LoadBundle: p.loadAgent,

@@ -68,6 +68,30 @@ type Channels struct {
 
 	batchOnce sync.Once
 	batch     *intakeBatcher
+	acks      atomic.Int64 // deliveries being acknowledged by the runtimes of this host
+}
+
+// AfterAcks returns once no delivery is being acknowledged by the runtimes of this host (no
+// intake request in flight), after at most max, or when ctx ends: a channel turn that runs in
+// the process that takes deliveries calls it first, so that a burst of deliveries is answered
+// before their turns take the CPU. With no delivery in flight it returns at once.
+func (h *Channels) AfterAcks(ctx context.Context, max time.Duration) {
+	if h.acks.Load() == 0 {
+		return
+	}
+	deadline := time.NewTimer(max)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for h.acks.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // ChannelSend is a batch of outbox entries of one channel to send in order, not before At.
@@ -240,6 +264,8 @@ func (c *channelRoutes) intake(w http.ResponseWriter, r *http.Request, channel s
 	if c.host == nil {
 		return errNoChannels
 	}
+	c.host.acks.Add(1)
+	defer c.host.acks.Add(-1)
 	_, values, cached, err := c.settingsOf(channel, false)
 	if err != nil {
 		return err

@@ -189,3 +189,38 @@ func TestChannelSlackChoiceSendsTheValue(t *testing.T) {
 		t.Errorf("last post %+v, %v; want the turn of the value pro", last, err)
 	}
 }
+
+// AfterAcks waits while a delivery is being acknowledged (its intake in flight) and returns
+// once it is answered; with none in flight, or past its bound, it returns at once.
+func TestChannelTurnsWaitForAcks(t *testing.T) {
+	e := startChannels(t, nil)
+	e.host.AfterAcks(t.Context(), time.Hour) // nothing in flight: at once
+	entered, release := make(chan struct{}), make(chan struct{})
+	e.host.Record = func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
+		close(entered)
+		<-release
+		return make([]runtime.Recorded, len(ds)), nil
+	}
+	answered := make(chan int)
+	go func() {
+		answered <- e.deliver(channelstest.SlackDelivery(slackSecret, mention(t, 1), time.Now()), "/channels/slack/webhook").Status
+	}()
+	<-entered
+	start := time.Now()
+	e.host.AfterAcks(t.Context(), 20*time.Millisecond) // in flight: waits for the bound
+	if waited := time.Since(start); waited < 20*time.Millisecond {
+		t.Errorf("AfterAcks returned after %s with a delivery in flight", waited)
+	}
+	waited := make(chan struct{})
+	go func() { e.host.AfterAcks(t.Context(), time.Hour); close(waited) }()
+	select {
+	case <-waited:
+		t.Fatal("AfterAcks returned while the delivery was still being acknowledged")
+	case <-time.After(10 * time.Millisecond):
+	}
+	close(release)
+	if s := <-answered; s != http.StatusOK {
+		t.Errorf("delivery: %d", s)
+	}
+	<-waited // the acknowledgement ends the wait
+}
