@@ -326,26 +326,37 @@ func TestClientNeverComesBack(t *testing.T) {
 	}
 }
 
-// twoRunners starts two runtimes of one agent that share a session store, its locks and a
-// Redis turn log (with a key prefix of this test's own): two runners of a scale-out.
-func twoRunners(t *testing.T, models *modelstest.Server) (*env, *env) {
-	t.Helper()
-	rdb := dbtest.Redis(t)
-	prefix := fmt.Sprintf("test:runtime:%s:%d:", t.Name(), time.Now().UnixNano())
-	t.Cleanup(func() {
+// redisTurnLog returns the turn logs of runners runners sharing the test Redis under a key
+// prefix of tb's own, deleted with the logs when tb ends.
+func redisTurnLog(tb testing.TB, runners int) []*redisstream.Log {
+	tb.Helper()
+	rdb := dbtest.Redis(tb)
+	prefix := fmt.Sprintf("test:turnlog:%s:%d:", tb.Name(), time.Now().UnixNano())
+	tb.Cleanup(func() {
 		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
 			rdb.Del(context.Background(), keys...)
 		}
 	})
-	store, locks := memstore.New(), &memstore.Locks{}
-	ag := loadAgent(t, "support-desk")
-	var out [2]*env
+	out := make([]*redisstream.Log, runners)
 	for i := range out {
 		tl, err := redisstream.New(context.Background(), redisstream.Config{Redis: rdb, Prefix: prefix, Logger: quietLogger()})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		t.Cleanup(func() { _ = tl.Close() })
+		tb.Cleanup(func() { _ = tl.Close() })
+		out[i] = tl
+	}
+	return out
+}
+
+// twoRunners starts two runtimes of one agent that share a session store, its locks and a
+// Redis turn log: two runners of a scale-out.
+func twoRunners(t *testing.T, models *modelstest.Server) (*env, *env) {
+	t.Helper()
+	store, locks := memstore.New(), &memstore.Locks{}
+	ag := loadAgent(t, "support-desk")
+	var out [2]*env
+	for i, tl := range redisTurnLog(t, 2) {
 		out[i] = start(t, runtime.Options{Agent: ag, AgentID: "agt_x", Sessions: store, Locker: locks, SharedStore: true, TurnLog: tl,
 			Models: openaiModels(models), DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o"}})
 	}
