@@ -396,14 +396,16 @@ func TestReattachAcrossRunnersOnRedis(t *testing.T) {
 		checkTape(t, want, got)
 		a.waitIdle(id)
 	}
-	// Stop from the other runner: the model hangs on runner a.
+	// Stop from the other runner, on two runners whose model hangs after its first word (the
+	// script above does not hang: a stop could come after the turn's end).
+	a, b = twoRunners(t, modelstest.NewOpenAIServer(t, modelstest.Turn{Text: []string{"partial"}, Hang: true}))
 	resp, err = a.srv.Client().Do(a.request("POST", "/chat/stream", "", map[string]any{"message": "hang", "model": gpt4o}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body := bufio.NewReader(resp.Body)
-	fs := readEvents(t, body, 2)
+	fs := readEvents(t, body, 2) // init, text_delta: the model now hangs
 	id := sessionFromInit(t, nil, fs, a)
 	if r := b.do("POST", "/chat/sessions/"+id+"/stop", "", nil); r.Status != http.StatusOK {
 		t.Fatalf("stop on the other runner: %d %s", r.Status, r.Body)
