@@ -278,18 +278,22 @@ func (w *writer) Append(id int64, data []byte) {
 	switch {
 	case !w.armed:
 		w.armed = true
-		linger := w.l.cfg.Linger
-		if len(w.pending) >= maxBatch {
-			linger = 0
-		}
 		if w.timer == nil {
-			w.timer = time.AfterFunc(linger, w.flush)
+			w.timer = time.AfterFunc(w.linger(), w.flush)
 		} else {
-			w.timer.Reset(linger)
+			w.timer.Reset(w.linger())
 		}
 	case len(w.pending) >= maxBatch && w.timer.Stop():
-		w.timer.Reset(0) // a full batch goes at once
+		w.timer.Reset(0) // a full batch goes at once; a running flush re-arms with linger
 	}
+}
+
+// linger is the wait of the pending batch: Linger, none when it is full.
+func (w *writer) linger() time.Duration {
+	if len(w.pending) >= maxBatch {
+		return 0
+	}
+	return w.l.cfg.Linger
 }
 
 // flush, the timer's function, sends the pending batch; frames appended meanwhile re-arm the
@@ -306,7 +310,7 @@ func (w *writer) flush() {
 	defer w.mu.Unlock()
 	w.spare = batch[:0]
 	if len(w.pending) > 0 && !w.closed {
-		w.timer.Reset(w.l.cfg.Linger)
+		w.timer.Reset(w.linger())
 		return
 	}
 	w.armed = false
