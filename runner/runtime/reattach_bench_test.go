@@ -3,35 +3,37 @@ package runtime_test
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"svc/migrations/dbtest"
 	"svc/runner/runtime"
-	"svc/runner/streams/redisstream"
+	"svc/runner/streams"
 )
 
 // BenchmarkChatStreamRedisLog is BenchmarkChatStream with the turn log in Redis (the
 // scale-out backend) instead of memory: every frame also goes to a Redis stream.
-func BenchmarkChatStreamRedisLog(b *testing.B) {
-	rdb := dbtest.Redis(b)
-	prefix := fmt.Sprintf("bench:turnlog:%d:", time.Now().UnixNano())
-	b.Cleanup(func() {
-		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-	})
-	tl, err := redisstream.New(context.Background(), redisstream.Config{Redis: rdb, Prefix: prefix, Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tl.Close()
-	benchChatStream(b, nil, tl)
+func BenchmarkChatStreamRedisLog(b *testing.B) { benchChatStream(b, nil, redisTurnLog(b, 1)[0]) }
+
+// BenchmarkChatStreamNoLog is BenchmarkChatStream without a turn log (no reattach): what the
+// logs cost is measured against it.
+func BenchmarkChatStreamNoLog(b *testing.B) { benchChatStream(b, nil, noLog{}) }
+
+// noLog is a TurnLog that keeps nothing.
+type noLog struct{}
+
+func (noLog) Open(context.Context, string, func()) (streams.Writer, error) { return noWriter{}, nil }
+func (noLog) Read(context.Context, string, string, int64) (streams.Batch, error) {
+	return streams.Batch{}, streams.ErrNoTurn
 }
+func (noLog) Stop(context.Context, string) (bool, error) { return false, nil }
+
+type noWriter struct{}
+
+func (noWriter) Append(int64, []byte) {}
+func (noWriter) Close()               {}
 
 // BenchmarkReattachFirstFrame is a reconnect to a finished turn of a tool call and an answer:
 // the time from the request to its first replayed frame, p50 and p90 as metrics.
@@ -40,19 +42,7 @@ func BenchmarkReattachFirstFrame(b *testing.B) {
 		b.Run(backend, func(b *testing.B) {
 			opts := runtime.Options{Agent: loadAgent(b, "hello")}
 			if backend == "redis" {
-				rdb := dbtest.Redis(b)
-				prefix := fmt.Sprintf("bench:reattach:%d:", time.Now().UnixNano())
-				b.Cleanup(func() {
-					if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
-						rdb.Del(context.Background(), keys...)
-					}
-				})
-				tl, err := redisstream.New(context.Background(), redisstream.Config{Redis: rdb, Prefix: prefix, Logger: quietLogger()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = tl.Close() })
-				opts.TurnLog = tl
+				opts.TurnLog = redisTurnLog(b, 1)[0]
 			}
 			e := start(b, opts)
 			fs := e.chat("", map[string]any{"message": strings.Repeat("word ", 50)})

@@ -326,26 +326,37 @@ func TestClientNeverComesBack(t *testing.T) {
 	}
 }
 
-// twoRunners starts two runtimes of one agent that share a session store, its locks and a
-// Redis turn log (with a key prefix of this test's own): two runners of a scale-out.
-func twoRunners(t *testing.T, models *modelstest.Server) (*env, *env) {
-	t.Helper()
-	rdb := dbtest.Redis(t)
-	prefix := fmt.Sprintf("test:runtime:%s:%d:", t.Name(), time.Now().UnixNano())
-	t.Cleanup(func() {
+// redisTurnLog returns the turn logs of runners runners sharing the test Redis under a key
+// prefix of tb's own, deleted with the logs when tb ends.
+func redisTurnLog(tb testing.TB, runners int) []*redisstream.Log {
+	tb.Helper()
+	rdb := dbtest.Redis(tb)
+	prefix := fmt.Sprintf("test:turnlog:%s:%d:", tb.Name(), time.Now().UnixNano())
+	tb.Cleanup(func() {
 		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
 			rdb.Del(context.Background(), keys...)
 		}
 	})
-	store, locks := memstore.New(), &memstore.Locks{}
-	ag := loadAgent(t, "support-desk")
-	var out [2]*env
+	out := make([]*redisstream.Log, runners)
 	for i := range out {
 		tl, err := redisstream.New(context.Background(), redisstream.Config{Redis: rdb, Prefix: prefix, Logger: quietLogger()})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		t.Cleanup(func() { _ = tl.Close() })
+		tb.Cleanup(func() { _ = tl.Close() })
+		out[i] = tl
+	}
+	return out
+}
+
+// twoRunners starts two runtimes of one agent that share a session store, its locks and a
+// Redis turn log: two runners of a scale-out.
+func twoRunners(t *testing.T, models *modelstest.Server) (*env, *env) {
+	t.Helper()
+	store, locks := memstore.New(), &memstore.Locks{}
+	ag := loadAgent(t, "support-desk")
+	var out [2]*env
+	for i, tl := range redisTurnLog(t, 2) {
 		out[i] = start(t, runtime.Options{Agent: ag, AgentID: "agt_x", Sessions: store, Locker: locks, SharedStore: true, TurnLog: tl,
 			Models: openaiModels(models), DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o"}})
 	}
@@ -385,14 +396,16 @@ func TestReattachAcrossRunnersOnRedis(t *testing.T) {
 		checkTape(t, want, got)
 		a.waitIdle(id)
 	}
-	// Stop from the other runner: the model hangs on runner a.
+	// Stop from the other runner, on two runners whose model hangs after its first word (the
+	// script above does not hang: a stop could come after the turn's end).
+	a, b = twoRunners(t, modelstest.NewOpenAIServer(t, modelstest.Turn{Text: []string{"partial"}, Hang: true}))
 	resp, err = a.srv.Client().Do(a.request("POST", "/chat/stream", "", map[string]any{"message": "hang", "model": gpt4o}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body := bufio.NewReader(resp.Body)
-	fs := readEvents(t, body, 2)
+	fs := readEvents(t, body, 2) // init, text_delta: the model now hangs
 	id := sessionFromInit(t, nil, fs, a)
 	if r := b.do("POST", "/chat/sessions/"+id+"/stop", "", nil); r.Status != http.StatusOK {
 		t.Fatalf("stop on the other runner: %d %s", r.Status, r.Body)

@@ -3,21 +3,24 @@
 // runner that holds a turn over Redis pub/sub.
 //
 // The log of a session's last turn is the stream <prefix>log:<session>: an opening entry 0-1
-// naming the turn, frame n as entry n-0 (field d: its JSON), and after the last frame n a done
-// entry n-1 (0-2 without frames). A running turn's stream expires about RunningTTL after its last write (a runner that
-// dies mid-turn leaves no log behind for long, and its readers end); the done entry sets
-// Retention.
+// naming the turn, then one entry per batch of frames, <n>-0 where n is the batch's last frame
+// (field f: the frames, each its id and length as uvarints then its JSON), and the done mark
+// (field done) in the last batch, or alone as the entry <n>-1 (0-2 without frames). A reader
+// after frame a reads from a-0: the batch ending with frame a (for its done mark), the one
+// holding frame a+1 and those after, skipping the frames up to a. A running turn's stream expires about RunningTTL after its last
+// write (a runner that dies mid-turn leaves no log behind for long, and its readers end); the
+// done mark sets Retention.
 package redisstream
 
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +34,11 @@ const (
 	DefaultPrefix     = "svc:turnlog:"
 	DefaultRunningTTL = 30 * time.Minute
 	DefaultBlock      = 15 * time.Second
+	DefaultLinger     = 10 * time.Millisecond
 )
+
+// maxBatch is the size of a pending batch that goes to Redis without waiting for Linger.
+const maxBatch = 64 << 10
 
 // Config configures a Log. Redis is required.
 type Config struct {
@@ -44,7 +51,12 @@ type Config struct {
 	// runner died); 0 means DefaultRunningTTL.
 	RunningTTL time.Duration
 	// Block bounds one wait of a following Read; 0 means DefaultBlock.
-	Block  time.Duration
+	Block time.Duration
+	// Linger is how long a turn's first frame not yet in Redis waits for more to share its
+	// write (one command and round trip per batch instead of per frame); a follower on
+	// another runner sees frames up to Linger late, the live client not at all, and the last
+	// frames go at the turn's end. 0 means DefaultLinger.
+	Linger time.Duration
 	Logger *slog.Logger
 }
 
@@ -78,6 +90,9 @@ func New(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	if cfg.Block <= 0 {
 		cfg.Block = DefaultBlock
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultLinger
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -137,7 +152,9 @@ func (l *Log) Open(ctx context.Context, session string, stop func()) (streams.Wr
 	l.mu.Lock()
 	l.stops[session] = stopEntry{turn: turn, stop: stop}
 	l.mu.Unlock()
-	return &writer{l: l, session: session, turn: turn, key: key, expiredAt: time.Now()}, nil
+	w := &writer{l: l, session: session, turn: turn, key: key, expiredAt: time.Now()}
+	w.cond.L = &w.mu
+	return w, nil
 }
 
 // Read implements the reads of streams logs (see runtime.TurnLog).
@@ -146,7 +163,7 @@ func (l *Log) Read(ctx context.Context, session, turn string, after int64) (stre
 	var head, tail *redis.XMessageSliceCmd
 	_, err := l.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
 		head = p.XRangeN(ctx, key, "0-1", "0-1", 1)
-		tail = p.XRange(ctx, key, strconv.FormatInt(after, 10)+"-1", "+")
+		tail = p.XRange(ctx, key, strconv.FormatInt(after, 10)+"-0", "+")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -192,18 +209,12 @@ func (l *Log) collect(b *streams.Batch, msgs []redis.XMessage, after int64) stri
 		last = "0-1"
 	}
 	for _, m := range msgs {
-		ms, seq, _ := strings.Cut(m.ID, "-")
-		n, err := strconv.ParseInt(ms, 10, 64)
-		if err != nil {
-			continue
-		}
 		last = m.ID
-		switch {
-		case m.Values["done"] != nil:
+		if f, ok := m.Values["f"].(string); ok {
+			b.Entries = decodeFrames(b.Entries, f, after)
+		}
+		if m.Values["done"] != nil {
 			b.Done = true
-		case seq == "0" && n > after:
-			d, _ := m.Values["d"].(string)
-			b.Entries = append(b.Entries, streams.Entry{ID: n, Data: []byte(d)})
 		}
 	}
 	return last
@@ -230,24 +241,27 @@ func (l *Log) Stop(ctx context.Context, session string) (bool, error) {
 
 var _ streams.Writer = (*writer)(nil)
 
-// writer is the streams.Writer of one turn. Append queues a frame; a flusher goroutine,
-// started when frames are queued and gone when none are left, sends the queue in one pipeline,
-// so that the turn never waits for Redis and frames produced during a round trip share the
-// next one.
+// writer is the streams.Writer of one turn. Append encodes a frame into the pending batch and
+// arms a timer of Linger; when it fires, the batch goes to Redis as one entry (off the turn's
+// goroutine: the turn never waits for Redis while it runs). Close cancels a pending timer and
+// writes the rest with the done mark, in the same entry when frames are left, before it
+// returns: the live client's done frame is sent after Close, so a client that saw done finds
+// the whole turn in Redis.
 type writer struct {
 	l       *Log
 	session string
 	turn    string
 	key     string
 
-	mu       sync.Mutex
-	queue    []streams.Entry
-	spare    []streams.Entry
-	flushing bool
-	last     int64
-	closed   bool
-	wg       sync.WaitGroup
-	// expiredAt is when the key's expiry was last pushed back; sends are serial (the flusher,
+	mu      sync.Mutex
+	cond    sync.Cond // signalled when armed goes false
+	pending []byte    // encoded frames not yet sent (see appendFrame)
+	spare   []byte
+	last    int64 // id of the last frame appended
+	closed  bool
+	armed   bool // the timer is set or its flush runs
+	timer   *time.Timer
+	// expiredAt is when the key's expiry was last pushed back; sends are serial (the flush,
 	// then Close), so it needs no lock.
 	expiredAt time.Time
 }
@@ -260,80 +274,162 @@ func (w *writer) Append(id int64, data []byte) {
 		return
 	}
 	w.last = id
-	w.queue = append(w.queue, streams.Entry{ID: id, Data: append([]byte(nil), data...)})
-	if !w.flushing {
-		w.flushing = true
-		w.wg.Add(1)
-		go w.flusher()
-	}
-}
-
-func (w *writer) flusher() {
-	defer w.wg.Done()
-	for {
-		w.mu.Lock()
-		batch := w.queue
-		if len(batch) == 0 {
-			w.flushing = false
-			w.mu.Unlock()
-			return
+	w.pending = appendFrame(w.pending, id, data)
+	switch {
+	case !w.armed:
+		w.armed = true
+		if w.timer == nil {
+			w.timer = time.AfterFunc(w.linger(), w.flush)
+		} else {
+			w.timer.Reset(w.linger())
 		}
-		w.queue, w.spare = w.spare[:0], nil
-		w.mu.Unlock()
-		w.send(batch, false)
-		w.mu.Lock()
-		w.spare = batch[:0]
-		w.mu.Unlock()
+	case len(w.pending) >= maxBatch && w.timer.Stop():
+		w.timer.Reset(0) // a full batch goes at once; a running flush re-arms with linger
 	}
 }
 
-// send writes batch, and the done entry when done, in one pipeline.
-func (w *writer) send(batch []streams.Entry, done bool) {
+// linger is the wait of the pending batch: Linger, none when it is full.
+func (w *writer) linger() time.Duration {
+	if len(w.pending) >= maxBatch {
+		return 0
+	}
+	return w.l.cfg.Linger
+}
+
+// flush, the timer's function, sends the pending batch; frames appended meanwhile re-arm the
+// timer.
+func (w *writer) flush() {
+	w.mu.Lock()
+	batch, last := w.pending, w.last
+	w.pending, w.spare = w.spare[:0], nil
+	w.mu.Unlock()
+	if len(batch) > 0 {
+		w.send(batch, last, false)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.spare = batch[:0]
+	if len(w.pending) > 0 && !w.closed {
+		w.timer.Reset(w.linger())
+		return
+	}
+	w.armed = false
+	w.cond.Broadcast()
+}
+
+// send writes the frames of batch, whose last is last, as one entry <last>-0, and the done
+// mark when done: in that entry, or without frames as the entry <last>-1 (0-2 when the turn
+// had none).
+func (w *writer) send(batch []byte, last int64, done bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := w.l.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, e := range batch {
-			p.XAdd(ctx, &redis.XAddArgs{Stream: w.key, ID: strconv.FormatInt(e.ID, 10) + "-0", Values: []any{"d", e.Data}})
-		}
-		switch {
-		case done:
-			id := strconv.FormatInt(w.last, 10) + "-1"
-			if w.last == 0 {
-				id = "0-2" // after the opening entry
-			}
-			p.XAdd(ctx, &redis.XAddArgs{Stream: w.key, ID: id, Values: []any{"done", "1"}})
-			p.Expire(ctx, w.key, w.l.cfg.Retention)
-		case time.Since(w.expiredAt) > w.l.cfg.RunningTTL/10:
-			// A running turn's key expires RunningTTL after its last write, give or take a
-			// tenth: pushed back now and then, not with every batch.
-			w.expiredAt = time.Now()
-			p.Expire(ctx, w.key, w.l.cfg.RunningTTL)
-		}
-		return nil
-	})
+	var args redis.XAddArgs
+	args.Stream = w.key
+	switch {
+	case len(batch) > 0 && done:
+		args.ID, args.Values = strconv.FormatInt(last, 10)+"-0", []any{"f", batch, "done", "1"}
+	case len(batch) > 0:
+		args.ID, args.Values = strconv.FormatInt(last, 10)+"-0", []any{"f", batch}
+	case last == 0:
+		args.ID, args.Values = "0-2", []any{"done", "1"} // after the opening entry
+	default:
+		args.ID, args.Values = strconv.FormatInt(last, 10)+"-1", []any{"done", "1"}
+	}
+	var ttl time.Duration
+	switch {
+	case done:
+		ttl = w.l.cfg.Retention
+	case time.Since(w.expiredAt) > w.l.cfg.RunningTTL/10:
+		// A running turn's key expires RunningTTL after its last write, give or take a
+		// tenth: pushed back now and then, not with every batch.
+		w.expiredAt = time.Now()
+		ttl = w.l.cfg.RunningTTL
+	}
+	var err error
+	if ttl == 0 {
+		err = w.l.cfg.Redis.XAdd(ctx, &args).Err()
+	} else {
+		_, err = w.l.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.XAdd(ctx, &args)
+			p.Expire(ctx, w.key, ttl)
+			return nil
+		})
+	}
 	if err != nil {
 		// A reconnect misses these frames (or a new turn replaced the log); the turn goes on.
-		w.l.cfg.Logger.Warn("write a turn's frames to Redis", "session_id", w.session, "frames", len(batch), "done", done, "err", err)
+		w.l.cfg.Logger.Warn("write a turn's frames to Redis", "session_id", w.session, "bytes", len(batch), "done", done, "err", err)
 	}
 }
 
-// Close implements streams.Writer: it waits for the flusher, then writes the rest and the done
-// entry, and forgets the turn's stop.
+// Close implements streams.Writer: it cancels the timer or waits for its flush, then writes
+// the rest and the done mark, and forgets the turn's stop.
 func (w *writer) Close() {
 	w.mu.Lock()
 	w.closed = true
+	if w.armed && w.timer.Stop() {
+		w.armed = false
+	}
+	for w.armed {
+		w.cond.Wait()
+	}
+	rest, last := w.pending, w.last
+	w.pending = nil
 	w.mu.Unlock()
-	w.wg.Wait()
-	w.mu.Lock()
-	rest := w.queue
-	w.queue = nil
-	w.mu.Unlock()
-	w.send(rest, true)
+	w.send(rest, last, true)
 	w.l.mu.Lock()
 	if e, ok := w.l.stops[w.session]; ok && e.turn == w.turn {
 		delete(w.l.stops, w.session)
 	}
 	w.l.mu.Unlock()
+}
+
+// appendFrame encodes a frame of a batch: its id and its length as uvarints, then its JSON.
+func appendFrame(b []byte, id int64, data []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(id))
+	b = binary.AppendUvarint(b, uint64(len(data)))
+	return append(b, data...)
+}
+
+// decodeFrames appends the frames of batch b with ids above after to es; the entries' data
+// share one copy of b. A malformed batch ends the decoding.
+func decodeFrames(es []streams.Entry, b string, after int64) []streams.Entry {
+	var buf []byte
+	for len(b) > 0 {
+		id, n := uvarint(b)
+		if n <= 0 {
+			return es
+		}
+		b = b[n:]
+		size, n := uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < size {
+			return es
+		}
+		data := b[n : n+int(size)]
+		b = b[n+int(size):]
+		if int64(id) <= after {
+			continue
+		}
+		if buf == nil {
+			buf = make([]byte, 0, len(data)+len(b))
+		}
+		start := len(buf)
+		buf = append(buf, data...)
+		es = append(es, streams.Entry{ID: int64(id), Data: buf[start:len(buf):len(buf)]})
+	}
+	return es
+}
+
+// uvarint is binary.Uvarint of a string.
+func uvarint(s string) (uint64, int) {
+	var x uint64
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		c := s[i]
+		if c < 0x80 {
+			return x | uint64(c)<<(7*i), i + 1
+		}
+		x |= uint64(c&0x7f) << (7 * i)
+	}
+	return 0, -1
 }
 
 func newTurnID() string {

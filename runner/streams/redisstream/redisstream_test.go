@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,14 +15,15 @@ import (
 	"svc/runner/streams/redisstream"
 )
 
-// newLogs returns two Logs on one Redis (two runners) with a key prefix of this test's own.
-func newLogs(t *testing.T) (*redisstream.Log, *redisstream.Log, string) {
+// newLogs returns two Logs on one Redis (two runners) with a key prefix of this test's own;
+// linger 0 is the default.
+func newLogs(t *testing.T, linger time.Duration) (*redisstream.Log, *redisstream.Log, string) {
 	t.Helper()
 	rdb := dbtest.Redis(t)
 	prefix := fmt.Sprintf("test:turnlog:%s:%d:", t.Name(), time.Now().UnixNano())
 	var logs [2]*redisstream.Log
 	for i := range logs {
-		l, err := redisstream.New(context.Background(), redisstream.Config{Redis: rdb, Prefix: prefix, Block: 200 * time.Millisecond})
+		l, err := redisstream.New(context.Background(), redisstream.Config{Redis: rdb, Prefix: prefix, Block: 200 * time.Millisecond, Linger: linger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +66,7 @@ func readAll(t *testing.T, l *redisstream.Log, session string, after int64) []st
 // A reader on one runner follows a turn written on another, from every frame boundary: no
 // frame lost or repeated, ids strictly increasing, then the end.
 func TestFollowFromEveryBoundary(t *testing.T) {
-	a, b, _ := newLogs(t)
+	a, b, _ := newLogs(t, 0)
 	ctx := context.Background()
 	const n = 12
 	var stopped atomic.Bool
@@ -135,7 +137,7 @@ func readAllNoFatal(l *redisstream.Log, session string, after int64) []streams.E
 // A done log expires after the retention; a session without a turn reads ErrNoTurn; a log
 // whose runner died (no done) ends its readers when it expires.
 func TestExpiry(t *testing.T) {
-	a, _, prefix := newLogs(t)
+	a, _, prefix := newLogs(t, 0)
 	ctx := context.Background()
 	if _, err := a.Read(ctx, "none", "", 0); !errors.Is(err, streams.ErrNoTurn) {
 		t.Fatalf("no turn: %v", err)
@@ -178,4 +180,64 @@ func TestExpiry(t *testing.T) {
 		t.Errorf("follower of a vanished log: %v", err)
 	}
 	w2.Close()
+}
+
+// Frames split over several entries (batches: here each ends with a frame past the size that
+// goes at once, and the last with the turn's end): a reader from every frame boundary, on the
+// other runner, gets exactly the frames after it.
+func TestBatchesFromEveryBoundary(t *testing.T) {
+	a, b, prefix := newLogs(t, time.Hour)
+	ctx := context.Background()
+	rdb := dbtest.Redis(t)
+	w, err := a.Open(ctx, "s4", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := func(i int64) []byte {
+		pad := ""
+		if i == 3 || i == 6 {
+			pad = strings.Repeat("x", 70<<10)
+		}
+		return []byte(`{"type":"x","n":` + strconv.FormatInt(i, 10) + `,"p":"` + pad + `"}`)
+	}
+	const n = 10
+	entries := int64(1) // the opening entry
+	for i := int64(1); i <= n; i++ {
+		w.Append(i, frame(i))
+		if i == 3 || i == 6 { // wait until the batch is in Redis, so the next starts an entry
+			entries++
+			for l, _ := rdb.XLen(ctx, prefix+"log:s4").Result(); l < entries; l, _ = rdb.XLen(ctx, prefix+"log:s4").Result() {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	w.Close()
+	if l, _ := rdb.XLen(ctx, prefix+"log:s4").Result(); l != 4 {
+		t.Errorf("%d entries, want the opening one and 3 batches, the last with done", l)
+	}
+	for k := int64(0); k <= n; k++ {
+		es := readAll(t, b, "s4", k)
+		if int64(len(es)) != n-k {
+			t.Fatalf("after %d: %d frames", k, len(es))
+		}
+		for i, e := range es {
+			if e.ID != k+1+int64(i) || string(e.Data) != string(frame(e.ID)) {
+				t.Fatalf("after %d: frame %d is %d %.40s", k, i, e.ID, e.Data)
+			}
+		}
+	}
+}
+
+// A turn without frames is done, with nothing to replay.
+func TestNoFrames(t *testing.T) {
+	a, b, _ := newLogs(t, 0)
+	w, err := a.Open(context.Background(), "s5", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	bt, err := b.Read(context.Background(), "s5", "", 0)
+	if err != nil || !bt.Done || len(bt.Entries) != 0 {
+		t.Fatalf("%+v %v", bt, err)
+	}
 }
