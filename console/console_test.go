@@ -189,9 +189,8 @@ func TestVersionedURLs(t *testing.T) {
 	}
 }
 
-// TestPreloads: the shell runs boot.js first (before the stylesheet, which would hold it back),
-// then preloads the entry module and every module it imports statically, versioned, and not the
-// playground, which app.js imports when its page opens.
+// TestPreloads: the shell preloads the entry module and every module it imports statically,
+// versioned, and not the playground, which app.js imports when its page opens.
 func TestPreloads(t *testing.T) {
 	h := newHandler(t)
 	shell := serve(h, "GET", "/console/agents/a1", nil).Body.String()
@@ -200,15 +199,11 @@ func TestPreloads(t *testing.T) {
 		t.Fatalf("the shell names no versioned app.js:\n%s", shell)
 	}
 	var got []string
-	for _, m := range regexp.MustCompile(`<link rel="modulepreload" href="/console/assets/([a-z]+\.js)\?v=` + v[1] + `">`).FindAllStringSubmatch(shell, -1) {
+	for _, m := range regexp.MustCompile(`<link rel="modulepreload" href="/console/assets/([a-z]+\.js)\?v=`+v[1]+`">`).FindAllStringSubmatch(shell, -1) {
 		got = append(got, m[1])
 	}
 	if want := []string{"app.js", "api.js", "dom.js"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("modulepreload = %v, want %v", got, want)
-	}
-	boot, css := strings.Index(shell, `<script src="/console/assets/boot.js?v=`+v[1]+`">`), strings.Index(shell, `rel="stylesheet"`)
-	if boot < 0 || boot > css {
-		t.Errorf("boot.js is not the shell's first script, before the stylesheet:\n%s", shell)
 	}
 	app := serve(h, "GET", "/console/assets/app.js?v="+v[1], nil).Body.String()
 	if !strings.Contains(app, "import('./playground.js?v="+v[1]+"')") {

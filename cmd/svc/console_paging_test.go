@@ -17,8 +17,8 @@ import (
 
 // TestConsoleDeploymentsPaged: an agent's page shows its deployments a server page (20) at a
 // time, Older and Newer follow the cursors, the environments table shows the active deployment
-// even when it is not on the page; the page's first calls are made once each (boot.js starts
-// them, api.js takes their answers) and the playground's module is not loaded.
+// even when it is not on the page; the page makes its calls once each and does not load the
+// playground's module.
 func TestConsoleDeploymentsPaged(t *testing.T) {
 	b := newBrowser(t)
 	dataDir := t.TempDir()

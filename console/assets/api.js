@@ -15,16 +15,6 @@ export class ApiError extends Error {
   }
 }
 
-// early answers the response of a GET that boot.js started before the modules loaded (once; it
-// is forgotten when taken), or null: not started, another token, or a call with options.
-function early(method, path, opts) {
-  const e = window.svcEarly;
-  if (!e || method !== 'GET' || e.token !== token() || Object.keys(opts).length) return null;
-  const resp = e.calls[path];
-  delete e.calls[path];
-  return resp || null;
-}
-
 // call sends method path (a platform path, or an absolute agent URL with opts.bearer) and answers
 // the decoded JSON (null for an empty body).
 export async function call(method, path, body, opts = {}) {
@@ -35,7 +25,7 @@ export async function call(method, path, body, opts = {}) {
     init.body = JSON.stringify(body);
   }
   if (opts.headers) Object.assign(headers, opts.headers);
-  const resp = await (early(method, path, opts) || fetch(path, init));
+  const resp = await fetch(path, init);
   const text = await resp.text();
   let data = null;
   if (text) { try { data = JSON.parse(text); } catch { data = text; } }

@@ -189,21 +189,21 @@ function agentLinks(id) {
 
 // renderAgent draws an agent's page with a page of its deployments: cursors holds the before
 // cursor of each page from the first ('') to the one shown (the server pages them, PAGE at a
-// time). boot.js starts the first page's calls: keep their paths in step with it.
+// time). The environments table is filled when the active deployments come: the page does not
+// wait for them.
 async function renderAgent(id, cursors = ['']) {
   const base = '/api/agents/' + id;
   const before = cursors[cursors.length - 1];
-  const [agent, active, { deployments, next }] = await Promise.all([api.get(base),
-    api.get(base + '/deployments?active=true&limit=500'),
+  const activeP = api.get(base + '/deployments?active=true&limit=500');
+  activeP.catch(() => {}); // shown in the environments table, or not at all when the page fails
+  const [agent, { deployments, next }] = await Promise.all([api.get(base),
     api.get(base + '/deployments?limit=' + PAGE + (before ? '&before=' + encodeURIComponent(before) : ''))]);
   const out = resultBox();
   const reload = () => renderAgent(id, cursors);
   // Environments: the active deployment of each environment, and those of this page's
   // deployments whose environment has none.
   const envs = new Map();
-  for (const d of active.deployments) envs.set(d.environment, d);
-  for (const d of deployments) if (!envs.has(d.environment)) envs.set(d.environment, null);
-  const envRows = [...envs].map(([env, d]) => h('tr', { 'data-env': env },
+  const envRow = ([env, d]) => h('tr', { 'data-env': env },
     h('td', {}, env),
     h('td', { class: 'mono' }, d ? link('/console/deployments/' + d.deployId, d.deployId) : '—'),
     h('td', { class: 'mono' }, d ? short(d.commit) : ''),
@@ -211,9 +211,11 @@ async function renderAgent(id, cursors = ['']) {
     h('td', {}, d ? age(d.activatedAt || d.readyAt) : ''),
     h('td', {}, h('button', { 'data-need': 'operator', class: 'danger', 'data-rollback': env, onclick: () => action(out,
       'Roll back ' + env + ' to the deployment it served before?',
-      () => api.post('/api/deployments/rollback', { agentId: agent.agentId, environment: env }), reload) }, 'Roll back'))));
+      () => api.post('/api/deployments/rollback', { agentId: agent.agentId, environment: env }), reload) }, 'Roll back')));
+  const envBody = h('tbody', {}, h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'Loading…')));
   // Promote.
-  const from = h('select', { id: 'promote-from' }, [...envs.keys()].map((e) => h('option', { value: e }, e)));
+  const from = h('select', { id: 'promote-from' });
+  const promoteButton = h('button', { 'data-need': 'operator', id: 'promote', onclick: () => promote(false), disabled: true }, 'Promote');
   const to = h('input', { id: 'promote-to', value: 'production', size: 14 });
   const promote = async (force) => {
     const body = { agentId: agent.agentId, fromEnvironment: from.value, toEnvironment: to.value.trim() || 'production' };
@@ -285,9 +287,9 @@ async function renderAgent(id, cursors = ['']) {
     h('p', { class: 'muted' }, agent.slug + ' · ', h('span', { class: 'mono' }, agent.url)), agentLinks(agent.agentId), out,
     h('h2', {}, 'Environments'),
     h('div', { class: 'scroll' }, h('table', { id: 'environments' }, h('thead', {}, h('tr', {}, ['Environment', 'Active deployment', 'Commit', 'Status', 'Age', ''].map((t) => h('th', {}, t)))),
-      h('tbody', {}, envRows.length ? envRows : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'Nothing deployed yet.'))))),
+      envBody)),
     h('div', { class: 'row' }, h('label', { for: 'promote-from' }, 'Promote from'), from, h('label', { for: 'promote-to' }, 'to'), to,
-      h('button', { 'data-need': 'operator', id: 'promote', onclick: () => promote(false), disabled: !envs.size }, 'Promote')),
+      promoteButton),
     h('h2', {}, 'Deploy'),
     h('div', { class: 'panel' },
       h('p', { class: 'muted' }, 'A git-sourced agent builds its branch head; a hosted one its newest source version: upload one first (a folder, or a JSON object of path to text).'),
@@ -299,6 +301,16 @@ async function renderAgent(id, cursors = ['']) {
     h('h2', {}, 'Deployments'),
     h('div', { class: 'scroll' }, h('table', { id: 'deployments' }, h('thead', {}, h('tr', {}, ['Deployment', 'Environment', 'Status', 'Commit', 'Created', ''].map((t, i) => h('th', { class: i === 3 || i === 4 ? 'opt' : '' }, t)))),
       h('tbody', {}, depRows))), pager);
+  try {
+    for (const d of (await activeP).deployments) envs.set(d.environment, d);
+  } catch (err) {
+    envBody.replaceChildren(h('tr', {}, h('td', { colspan: 6 }, errorBox(err))));
+    return;
+  }
+  for (const d of deployments) if (!envs.has(d.environment)) envs.set(d.environment, null);
+  envBody.replaceChildren(...(envs.size ? [...envs].map(envRow) : [h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'Nothing deployed yet.'))]));
+  from.replaceChildren(...[...envs.keys()].map((e) => h('option', { value: e }, e)));
+  if (envs.size) { promoteButton.disabled = false; gate(main); }
 }
 
 async function evalsView(deployId) {
