@@ -44,11 +44,11 @@ func (a *API) createAgent(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	resp, err := a.agentResponse(c.Request.Context(), ag)
+	resp, err := a.agentResponses(c.Request.Context(), ag)
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusCreated, resp)
+	return writeJSON(c, http.StatusCreated, resp[0])
 }
 
 // listAgents: GET /api/agents. A bound token sees only its own agent.
@@ -68,43 +68,47 @@ func (a *API) listAgents(c *gin.Context) error {
 			return err
 		}
 	}
-	out := agentListResponse{Agents: make([]agentResponse, 0, len(agents))}
-	for _, ag := range agents {
-		resp, err := a.agentResponse(c.Request.Context(), ag)
-		if err != nil {
-			return err
-		}
-		out.Agents = append(out.Agents, resp)
+	resp, err := a.agentResponses(c.Request.Context(), agents...)
+	if err != nil {
+		return err
 	}
-	return writeJSON(c, http.StatusOK, out)
+	return writeJSON(c, http.StatusOK, agentListResponse{Agents: resp})
 }
 
 // getAgent: GET /api/agents/{id}.
 func (a *API) getAgent(c *gin.Context) error {
-	resp, err := a.agentResponse(c.Request.Context(), agentOf(c))
+	resp, err := a.agentResponses(c.Request.Context(), agentOf(c))
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, resp)
+	return writeJSON(c, http.StatusOK, resp[0])
 }
 
-// agentResponse assembles an agent with its source and settings.
-func (a *API) agentResponse(ctx context.Context, ag registry.Agent) (agentResponse, error) {
-	resp := agentResponse{AgentID: ag.ID, Slug: ag.Slug, Name: ag.Name, URL: a.agentURL(ag.Slug), CreatedAt: ag.CreatedAt}
-	src, err := a.sources.Get(ctx, ag.ID)
-	switch {
-	case err == nil:
-		s := toSourceResponse(src)
-		resp.Source = &s
-	case !errors.Is(err, registry.ErrSourceNotFound):
-		return agentResponse{}, err
+// agentResponses assembles agents with their sources and settings: the same few queries for
+// one agent or a list of them (not one per agent).
+func (a *API) agentResponses(ctx context.Context, agents ...registry.Agent) ([]agentResponse, error) {
+	ids := make([]string, len(agents))
+	for i, ag := range agents {
+		ids[i] = ag.ID
 	}
-	st, err := a.settings.Get(ctx, ag.ID)
+	srcs, err := a.sources.GetMany(ctx, ids)
 	if err != nil {
-		return agentResponse{}, err
+		return nil, err
 	}
-	resp.Settings = toSettingsResponse(st)
-	return resp, nil
+	sts, err := a.settings.GetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]agentResponse, len(agents))
+	for i, ag := range agents {
+		out[i] = agentResponse{AgentID: ag.ID, Slug: ag.Slug, Name: ag.Name, URL: a.agentURL(ag.Slug), CreatedAt: ag.CreatedAt,
+			Settings: toSettingsResponse(sts[ag.ID])}
+		if src, ok := srcs[ag.ID]; ok {
+			s := toSourceResponse(src)
+			out[i].Source = &s
+		}
+	}
+	return out, nil
 }
 
 // actor names the caller in records (the token id, never its value).

@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -344,4 +346,62 @@ func TestHealthAndMetrics(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable || errorOf(t, rec).Error.Code != "UNAVAILABLE" {
 		t.Errorf("health without a database = %d %s", rec.Code, rec.Body.String())
 	}
+}
+
+// TestListAgentsQueries: GET /api/agents reads the agents, their sources and their settings in
+// a constant number of queries, not one or two per agent (201 for 100 agents before).
+func TestListAgentsQueries(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		h := newHarness(t, db)
+		var queries atomic.Int64
+		// Only the tables of the agents list: the build queue polls its own beside the test.
+		count := func(tx *gorm.DB) {
+			switch tx.Statement.Table {
+			case "agents", "sources", "deploy_settings":
+				queries.Add(1)
+			}
+		}
+		if err := db.Callback().Query().After("gorm:query").Register("test:count", count); err != nil {
+			t.Fatal(err)
+		}
+		list := func() (int, int64) {
+			queries.Store(0)
+			var out struct{ Agents []agentAnswer }
+			h.call("GET", "/api/agents", h.admin, nil, http.StatusOK, &out)
+			return len(out.Agents), queries.Load()
+		}
+		var first string
+		for i := range 3 {
+			id := h.createAgent(fmt.Sprintf("Few %d", i))
+			first = cmp.Or(first, id)
+		}
+		h.call("PUT", "/api/agents/"+first+"/source", h.admin, map[string]any{"type": "git", "url": "https://git.example/acme/few.git", "defaultBranch": "trunk"}, http.StatusOK, nil)
+		nFew, few := list()
+		for i := range 30 {
+			h.createAgent(fmt.Sprintf("Many %d", i))
+		}
+		nMany, many := list()
+		if nFew != 3 || nMany != 33 {
+			t.Fatalf("listed %d then %d agents, want 3 then 33", nFew, nMany)
+		}
+		if few != many || many > 4 {
+			t.Errorf("GET /api/agents made %d queries for 3 agents and %d for 33, want the same few (at most 4)", few, many)
+		}
+		var out struct{ Agents []agentAnswer }
+		h.call("GET", "/api/agents", h.admin, nil, http.StatusOK, &out)
+		for _, a := range out.Agents {
+			want := "main"
+			if a.AgentID == first {
+				if a.Source == nil || a.Source.URL != "https://git.example/acme/few.git" {
+					t.Errorf("agent %s source = %+v", a.AgentID, a.Source)
+				}
+				want = "trunk"
+			} else if a.Source != nil {
+				t.Errorf("agent %s has a source %+v", a.AgentID, a.Source)
+			}
+			if a.Settings.ProductionBranch != want {
+				t.Errorf("agent %s production branch = %q, want %q", a.AgentID, a.Settings.ProductionBranch, want)
+			}
+		}
+	})
 }

@@ -132,8 +132,9 @@ func (a *API) deploymentRoutes() []Route {
 			Response: runtimeResponse{}, Handle: a.runtimeStart},
 		{Method: http.MethodPost, Path: "/api/deployments/:deployId/runtime/stop", Need: auth.Operator, Summary: "Stop the deployment's runtime; its URLs answer 503 RUNTIME_STOPPED",
 			Response: runtimeResponse{}, Handle: a.runtimeStop},
-		{Method: http.MethodGet, Path: "/api/agents/:id/deployments", Need: auth.Observer, Agent: true, Summary: "The agent's deployments, newest first (query environment to filter)",
-			Response: []deploymentResponse{}, Handle: a.listDeployments},
+		{Method: http.MethodGet, Path: "/api/agents/:id/deployments", Need: auth.Observer, Agent: true,
+			Summary: "The agent's deployments, newest first: a bare array of up to 500; with limit or before, a page {deployments, next?}",
+			Query:   deploymentListParams, Response: []deploymentResponse{}, Handle: a.listDeployments},
 		{Method: http.MethodGet, Path: "/api/agents/:id/active-deployment", Need: auth.Observer, Agent: true, Summary: "The active deployment of an environment (query environment, default production)",
 			Response: deploymentResponse{}, Handle: a.activeDeployment},
 		{Method: http.MethodGet, Path: "/api/agents/:id/activations", Need: auth.Observer, Agent: true, Summary: "Every change of an active deployment: who, when, from, to (query environment to filter)",
@@ -305,21 +306,56 @@ func (a *API) setRuntime(c *gin.Context, stopped bool) error {
 func (a *API) runtimeStart(c *gin.Context) error { return a.setRuntime(c, false) }
 func (a *API) runtimeStop(c *gin.Context) error  { return a.setRuntime(c, true) }
 
+// deploymentListParams are the query parameters of GET /api/agents/{id}/deployments.
+var deploymentListParams = []QueryParam{
+	{Name: "environment", Doc: "only the deployments of this environment"},
+	{Name: "active", Type: "boolean", Doc: "true: only the active deployment of each environment"},
+	limitParam, beforeParam,
+}
+
+// deploymentListResponse is a page of GET /api/agents/{id}/deployments (with ?limit= or ?before=).
+type deploymentListResponse struct {
+	Deployments []deploymentResponse `json:"deployments"`
+	Next        string               `json:"next,omitempty" doc:"the cursor of the next page, for ?before=; present only when more items may follow"`
+}
+
+// listDeployments serves GET /api/agents/{id}/deployments: without ?limit= and ?before=, the
+// bare array of up to 500 it always answered; with either, a page {deployments, next?} like
+// the agent's other lists.
 func (a *API) listDeployments(c *gin.Context) error {
 	ag := agentOf(c)
-	env := c.Query("environment")
-	if err := validEnvironment("environment", env); err != nil {
+	q := registry.DeploymentQuery{Environment: c.Query("environment")}
+	if err := validEnvironment("environment", q.Environment); err != nil {
 		return err
 	}
-	ds, err := a.deployments.List(c.Request.Context(), ag.ID, env, 0)
+	switch v := c.Query("active"); v {
+	case "", "false":
+	case "true":
+		q.Active = true
+	default:
+		return InvalidField("active", "must be true or false, got %q", v)
+	}
+	limit, before, err := listPage(c)
 	if err != nil {
 		return err
+	}
+	paged := c.Query("limit") != "" || c.Query("before") != ""
+	if !paged {
+		limit = 500
+	}
+	q.Limit, q.Before = limit, before
+	ds, next, err := a.deployments.Page(c.Request.Context(), ag.ID, q)
+	if err != nil {
+		return pageError(err)
 	}
 	out := make([]deploymentResponse, len(ds))
 	for i, d := range ds {
 		out[i] = a.deploymentJSON(d, ag.Slug)
 	}
-	return writeJSON(c, http.StatusOK, out)
+	if !paged {
+		return writeJSON(c, http.StatusOK, out)
+	}
+	return writeJSON(c, http.StatusOK, deploymentListResponse{Deployments: out, Next: next.String()})
 }
 
 func (a *API) activeDeployment(c *gin.Context) error {

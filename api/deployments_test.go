@@ -2,13 +2,19 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"svc/auth"
+	"svc/migrations/dbtest"
 	"svc/registry"
 )
 
@@ -129,4 +135,78 @@ func (h *harness) active(agentID, env string) (deployment, int) {
 
 func queuedBuild(agentID string) registry.BuildRequest {
 	return registry.BuildRequest{AgentID: agentID, Environment: "production", Commit: strings.Repeat("c", 40), Trigger: "test"}
+}
+
+// TestDeploymentsPaged: GET /api/agents/{id}/deployments answers its bare array without ?limit=
+// and ?before=, and a page {deployments, next?} with either, whose next leads through every
+// deployment once, newest first; ?active=true keeps the active ones.
+func TestDeploymentsPaged(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		h := newHarness(t, db)
+		id := h.createAgent("Paged")
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		var want []string
+		for j := range 25 {
+			created := now.Add(-time.Duration(j) * time.Minute)
+			d := registry.Deployment{ID: fmt.Sprintf("d%03d", 100-j), AgentID: id, BuildID: fmt.Sprintf("b%03d", j), Environment: []string{"production", "staging"}[j%2],
+				Status: registry.StatusReady, IsActive: j < 2, CreatedAt: created, ReadyAt: &created}
+			if err := db.Create(&d).Error; err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, d.ID)
+		}
+		type dep struct {
+			DeployID string `json:"deployId"`
+			IsActive bool   `json:"isActive"`
+		}
+		ids := func(ds []dep) []string {
+			out := []string{}
+			for _, d := range ds {
+				out = append(out, d.DeployID)
+			}
+			return out
+		}
+		base := "/api/agents/" + id + "/deployments"
+		var all []dep
+		h.call("GET", base, h.admin, nil, http.StatusOK, &all)
+		if got := ids(all); !slices.Equal(got, want) {
+			t.Errorf("GET deployments = %v, want %v", got, want)
+		}
+		var got []string
+		pages := 0
+		for next := ""; pages == 0 || next != ""; pages++ {
+			var page struct {
+				Deployments []dep
+				Next        string
+			}
+			path := base + "?limit=10"
+			if next != "" {
+				path += "&before=" + next
+			}
+			h.call("GET", path, h.admin, nil, http.StatusOK, &page)
+			got = append(got, ids(page.Deployments)...)
+			next = page.Next
+		}
+		if pages != 3 || !slices.Equal(got, want) {
+			t.Errorf("%d pages of 10 = %v, want 3 pages of %v", pages, got, want)
+		}
+		var active struct{ Deployments []dep }
+		h.call("GET", base+"?active=true&limit=5", h.admin, nil, http.StatusOK, &active)
+		if got := ids(active.Deployments); !slices.Equal(got, want[:2]) {
+			t.Errorf("active = %v, want %v", got, want[:2])
+		}
+		var staging struct {
+			Deployments []dep
+			Next        string
+		}
+		h.call("GET", base+"?environment=staging&limit=20", h.admin, nil, http.StatusOK, &staging)
+		if len(staging.Deployments) != 12 || staging.Next != "" {
+			t.Errorf("staging = %d deployments, next %q; want 12 and no next", len(staging.Deployments), staging.Next)
+		}
+		for _, q := range []string{"?limit=0", "?before=nope", "?active=yes", "?page=2"} {
+			if rec := h.do(request{method: "GET", path: base + q, token: h.admin}); rec.Code != http.StatusBadRequest {
+				t.Errorf("GET deployments%s = %d %s, want 400", q, rec.Code, rec.Body.String())
+			}
+		}
+	})
 }

@@ -84,12 +84,65 @@ func New(cfg Config) (*Handler, error) {
 	if _, ok := h.files["index.html"]; !ok {
 		return nil, errors.New("console: assets/index.html is not embedded")
 	}
+	if err := h.preloadModules(); err != nil {
+		return nil, err
+	}
 	h.version = h.versionURLs()
 	return h, nil
 }
 
-// moduleImport is a relative import of a sibling module in an embedded script.
-var moduleImport = regexp.MustCompile(`(from\s+'\./[A-Za-z0-9_-]+\.js)'`)
+// moduleImport is a relative import of a sibling module in an embedded script: static (from
+// './x.js') or dynamic (import('./x.js')).
+var moduleImport = regexp.MustCompile(`((?:from\s+|import\()'\./[A-Za-z0-9_-]+\.js)'`)
+
+// staticImport is a static relative import; its group is the module's file name.
+var staticImport = regexp.MustCompile(`from\s+'\./([A-Za-z0-9_-]+\.js)'`)
+
+// entryModule is the shell's module script: the modules it imports statically, at any depth,
+// are preloaded (preloadModules).
+const entryModule = "app.js"
+
+// preloadModules adds to the shell a <link rel="modulepreload"> for the entry module and each
+// module it imports statically, at any depth, before the module script: the browser fetches and
+// compiles them all at once instead of discovering them import by import. Made from the files,
+// it cannot go stale; a module imported dynamically (the playground) is left to load when needed.
+func (h *Handler) preloadModules() error {
+	seen := map[string]bool{}
+	var order []string
+	var visit func(name string) error
+	visit = func(name string) error {
+		if seen[name] {
+			return nil
+		}
+		f, ok := h.files[name]
+		if !ok {
+			return fmt.Errorf("console: a module imports %s, which is not embedded", name)
+		}
+		seen[name] = true
+		order = append(order, name)
+		for _, m := range staticImport.FindAllSubmatch(f.body, -1) {
+			if err := visit(string(m[1])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := visit(entryModule); err != nil {
+		return err
+	}
+	var links strings.Builder
+	for _, name := range order {
+		fmt.Fprintf(&links, "<link rel=\"modulepreload\" href=\"%s/assets/%s\">\n", Prefix, name)
+	}
+	shell := h.files["index.html"]
+	script := `<script type="module" src="` + Prefix + "/assets/" + entryModule + `">`
+	if !bytes.Contains(shell.body, []byte(script)) {
+		return fmt.Errorf("console: index.html has no %s", script)
+	}
+	shell.body = bytes.Replace(shell.body, []byte(script), []byte(links.String()+script), 1)
+	h.files["index.html"] = shell
+	return nil
+}
 
 // versionURLs makes every asset URL the shell and the modules name carry ?v=<version>, a hash
 // of all the files: such a URL is cached for good (immutable) and a new binary's files get new

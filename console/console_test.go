@@ -188,3 +188,25 @@ func TestVersionedURLs(t *testing.T) {
 		t.Errorf("the shell's Cache-Control = %q, want no-cache", cc)
 	}
 }
+
+// TestPreloads: the shell preloads the entry module and every module it imports statically,
+// versioned, and not the playground, which app.js imports when its page opens.
+func TestPreloads(t *testing.T) {
+	h := newHandler(t)
+	shell := serve(h, "GET", "/console/agents/a1", nil).Body.String()
+	v := regexp.MustCompile(`/console/assets/app\.js\?v=([0-9a-f]+)"`).FindStringSubmatch(shell)
+	if v == nil {
+		t.Fatalf("the shell names no versioned app.js:\n%s", shell)
+	}
+	var got []string
+	for _, m := range regexp.MustCompile(`<link rel="modulepreload" href="/console/assets/([a-z]+\.js)\?v=`+v[1]+`">`).FindAllStringSubmatch(shell, -1) {
+		got = append(got, m[1])
+	}
+	if want := []string{"app.js", "api.js", "dom.js"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("modulepreload = %v, want %v", got, want)
+	}
+	app := serve(h, "GET", "/console/assets/app.js?v="+v[1], nil).Body.String()
+	if !strings.Contains(app, "import('./playground.js?v="+v[1]+"')") {
+		t.Errorf("app.js does not import the versioned playground.js when needed")
+	}
+}

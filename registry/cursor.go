@@ -18,6 +18,8 @@ const (
 	CursorSessions = "sessions"
 	CursorFeedback = "feedback"
 	CursorRuns     = "runs"
+	// CursorDeployments pages an agent's deployments by createdAt.
+	CursorDeployments = "deployments"
 )
 
 // Cursor is a place in one agent's list (List: one of the Cursor* constants) ordered newest first

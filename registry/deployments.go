@@ -153,6 +153,37 @@ func (s *Deployments) List(ctx context.Context, agentID, env string, limit int) 
 	return ds, nil
 }
 
+// DeploymentQuery selects a page of an agent's deployments (Deployments.Page).
+type DeploymentQuery struct {
+	Environment string // "": every environment
+	Active      bool   // only the active deployments (one per environment at most)
+	Limit       int    // 1..500; 100 when 0 or less
+	Before      Cursor // the zero Cursor: the first page
+}
+
+// Page returns a page of an agent's deployments that q selects, newest (by creation, then by
+// id) first, and the cursor of the next page: the zero Cursor when this page is the last. A
+// q.Before of another list or agent is ErrBadCursor.
+func (s *Deployments) Page(ctx context.Context, agentID string, q DeploymentQuery) ([]Deployment, Cursor, error) {
+	tx := s.db.WithContext(ctx).Where("agent_id = ?", agentID)
+	if q.Environment != "" {
+		tx = tx.Where("environment = ?", q.Environment)
+	}
+	if q.Active {
+		tx = tx.Where("is_active = ?", true)
+	}
+	tx, err := wherePage(tx, CursorDeployments, agentID, "created_at", q.Before, q.Limit)
+	if err != nil {
+		return nil, Cursor{}, err
+	}
+	var ds []Deployment
+	if err := tx.Find(&ds).Error; err != nil {
+		return nil, Cursor{}, fmt.Errorf("list deployments: %w", err)
+	}
+	ds, next := nextCursor(ds, CursorDeployments, agentID, q.Limit, func(d *Deployment) (time.Time, string) { return d.CreatedAt, d.ID })
+	return ds, next, nil
+}
+
 // Active returns the active deployment of an environment, or ErrNoActive.
 func (s *Deployments) Active(ctx context.Context, agentID, env string) (Deployment, error) {
 	var d Deployment

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,25 +60,55 @@ func (s *Settings) Get(ctx context.Context, agentID string) (DeploySettings, err
 }
 
 func (s *Settings) get(db *gorm.DB, agentID string) (DeploySettings, error) {
-	var row settingsRow
-	err := db.Where("agent_id = ?", agentID).Take(&row).Error
-	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		return DeploySettings{}, fmt.Errorf("get deploy settings: %w", err)
+	m, err := s.getMany(db, []string{agentID})
+	return m[agentID], err
+}
+
+// GetMany returns the settings of each of agentIDs with defaults applied, in two queries
+// whatever their number. It does not check that the agents exist.
+func (s *Settings) GetMany(ctx context.Context, agentIDs []string) (map[string]DeploySettings, error) {
+	return s.getMany(s.db.WithContext(ctx), agentIDs)
+}
+
+func (s *Settings) getMany(db *gorm.DB, agentIDs []string) (map[string]DeploySettings, error) {
+	if len(agentIDs) == 0 {
+		return map[string]DeploySettings{}, nil
 	}
-	out := DeploySettings{
-		AgentID: agentID, ProductionBranch: row.ProductionBranch, ProductionBranchSet: row.ProductionBranch != "",
-		AutoDeploy: row.AutoDeploy, AutoPromoteProduction: row.AutoPromoteProduction,
+	var rows []settingsRow
+	if err := db.Where("agent_id IN ?", agentIDs).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("get deploy settings: %w", err)
 	}
-	if out.ProductionBranch == "" {
-		var branches []string
-		err := db.Model(&sourceRow{}).Where("agent_id = ?", agentID).Limit(1).Pluck("default_branch", &branches).Error
-		if err != nil {
-			return DeploySettings{}, fmt.Errorf("get deploy settings: %w", err)
+	byID := make(map[string]settingsRow, len(rows))
+	for _, r := range rows {
+		byID[r.AgentID] = r
+	}
+	out := make(map[string]DeploySettings, len(agentIDs))
+	var unset []string // whose production branch defaults to the source's default branch
+	for _, id := range agentIDs {
+		row := byID[id]
+		out[id] = DeploySettings{
+			AgentID: id, ProductionBranch: row.ProductionBranch, ProductionBranchSet: row.ProductionBranch != "",
+			AutoDeploy: row.AutoDeploy, AutoPromoteProduction: row.AutoPromoteProduction,
 		}
-		out.ProductionBranch = DefaultBranch
-		if len(branches) == 1 && branches[0] != "" {
-			out.ProductionBranch = branches[0]
+		if row.ProductionBranch == "" {
+			unset = append(unset, id)
 		}
+	}
+	if len(unset) == 0 {
+		return out, nil
+	}
+	var sources []sourceRow
+	if err := db.Select("agent_id, default_branch").Where("agent_id IN ?", unset).Find(&sources).Error; err != nil {
+		return nil, fmt.Errorf("get deploy settings: %w", err)
+	}
+	branches := make(map[string]string, len(sources))
+	for _, r := range sources {
+		branches[r.AgentID] = r.DefaultBranch
+	}
+	for _, id := range unset {
+		st := out[id]
+		st.ProductionBranch = cmp.Or(branches[id], DefaultBranch)
+		out[id] = st
 	}
 	return out, nil
 }

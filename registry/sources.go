@@ -212,6 +212,26 @@ func (s *Sources) Get(ctx context.Context, agentID string) (Source, error) {
 	return s.fromRow(row)
 }
 
+// GetMany returns the sources of those of agentIDs that have one, by agent id, in one query.
+func (s *Sources) GetMany(ctx context.Context, agentIDs []string) (map[string]Source, error) {
+	if len(agentIDs) == 0 {
+		return map[string]Source{}, nil
+	}
+	var rows []sourceRow
+	if err := s.db.WithContext(ctx).Where("agent_id IN ?", agentIDs).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("get sources: %w", err)
+	}
+	out := make(map[string]Source, len(rows))
+	for _, row := range rows {
+		src, err := s.fromRow(row)
+		if err != nil {
+			return nil, err
+		}
+		out[row.AgentID] = src
+	}
+	return out, nil
+}
+
 // FindByRepoURL returns the git sources whose repository is repoURL in any of its spellings
 // (clone, SSH or web URL; scheme, case, trailing "/" and ".git" ignored), oldest agent first. A URL that normalizes to ""
 // matches nothing.

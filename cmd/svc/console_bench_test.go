@@ -88,7 +88,7 @@ func reportSpread(b *testing.B, ds []time.Duration, unit string) {
 }
 
 // BenchmarkConsoleDeployments: the deployments page of an agent (its shell and the API calls
-// it makes: who the token is, the agent, its deployments) with 100 agents and 1,000
+// it makes: who the token is, the agent, a page of its deployments, its active ones) with 100 agents and 1,000
 // deployments on svc up: time to first byte of each with net/http, and time to interactive
 // (navigation start to the deployments table's rows rendered) in headless Chromium.
 func BenchmarkConsoleDeployments(b *testing.B) {
@@ -102,6 +102,7 @@ func BenchmarkConsoleDeployments(b *testing.B) {
 		{"ttfb/self", "/api/tokens/self", true},
 		{"ttfb/agent", "/api/agents/" + agentID, true},
 		{"ttfb/deployments", "/api/agents/" + agentID + "/deployments", true},
+		{"ttfb/deployments-page", "/api/agents/" + agentID + "/deployments?limit=20", true},
 		{"ttfb/agents", "/api/agents", true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -117,6 +118,7 @@ func BenchmarkConsoleDeployments(b *testing.B) {
 		br.signIn(p.url, p.token)
 		page := p.url + "/console/agents/" + agentID
 		var wall, inPage []time.Duration
+		phases := map[string][]time.Duration{}
 		for b.Loop() {
 			start := time.Now()
 			br.run("open the deployments page", 30*time.Second, chromedp.Navigate(page))
@@ -126,8 +128,31 @@ func BenchmarkConsoleDeployments(b *testing.B) {
 			// trips of the navigation and the polling.
 			ms := evalAs[float64](br, `performance.getEntriesByName('console:rendered').at(-1).startTime`)
 			inPage = append(inPage, time.Duration(ms*float64(time.Millisecond)))
+			// Where the time goes, from navigation start: the shell's first byte, the document
+			// parsed (its modules run after), the first and the last API call of the page.
+			for name, t := range evalAs[map[string]float64](br, consolePhases) {
+				phases[name] = append(phases[name], time.Duration(t*float64(time.Millisecond)))
+			}
 		}
 		reportSpread(b, wall, "interactive-cdp")
 		reportSpread(b, inPage, "interactive-page")
+		for name, ds := range phases {
+			slices.Sort(ds)
+			b.ReportMetric(float64(percentile(ds, 0.5).Microseconds())/1000, name+"-p50-ms")
+		}
 	})
 }
+
+// consolePhases reads the Navigation and Resource Timing of the page: when the shell's first
+// byte came, when its document was parsed, and when the page's first API call started and its
+// last one ended, each in ms from navigation start.
+const consolePhases = `(() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const api = performance.getEntriesByType('resource').filter((r) => new URL(r.name).pathname.startsWith('/api/'));
+  return {
+    'shell-byte': nav.responseStart,
+    'dom-interactive': nav.domInteractive,
+    'api-start': api.length ? Math.min(...api.map((r) => r.startTime)) : -1,
+    'api-end': api.length ? Math.max(...api.map((r) => r.responseEnd)) : -1,
+  };
+})()`

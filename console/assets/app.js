@@ -3,7 +3,6 @@
 // do is disabled (data-need) and the API refuses it anyway.
 import * as api from './api.js';
 import { h, age, badge, json, toast, errorBox, confirmAction } from './dom.js';
-import { renderPlayground } from './playground.js';
 
 const KINDS = { observer: 1, operator: 2, admin: 3 };
 const state = { self: null, selfP: Promise.resolve() };
@@ -101,7 +100,7 @@ export async function route() {
     if ((r = m(/^\/console\/agents\/([^/]+)\/settings$/))) return await renderSettings(r[1]);
     if ((r = m(/^\/console\/agents\/([^/]+)\/sessions$/))) return await renderSessions(r[1]);
     if ((r = m(/^\/console\/agents\/([^/]+)\/automations$/))) return await renderAutomations(r[1]);
-    if ((r = m(/^\/console\/agents\/([^/]+)\/playground$/))) return await renderPlayground(main, r[1], { setPage, allows, gate, ready: () => state.selfP });
+    if ((r = m(/^\/console\/agents\/([^/]+)\/playground$/))) return await (await import('./playground.js')).renderPlayground(main, r[1], { setPage, allows, gate, ready: () => state.selfP });
     if ((r = m(/^\/console\/deployments\/([^/]+)$/))) return await renderDeployment(r[1]);
     if ((r = m(/^\/console\/builds\/([^/]+)$/))) return await renderBuild(r[1]);
     setPage('Not found', h('p', {}, 'No console page at ' + path + '. '), link('/console/', 'Agents'));
@@ -188,17 +187,23 @@ function agentLinks(id) {
     link('/console/agents/' + id + '/playground', 'Playground'));
 }
 
-async function renderAgent(id, page = 0) {
-  const [agent, deployments] = await Promise.all([api.get('/api/agents/' + id), api.get('/api/agents/' + id + '/deployments')]);
+// renderAgent draws an agent's page with a page of its deployments: cursors holds the before
+// cursor of each page from the first ('') to the one shown (the server pages them, PAGE at a
+// time). The environments table is filled when the active deployments come: the page does not
+// wait for them.
+async function renderAgent(id, cursors = ['']) {
+  const base = '/api/agents/' + id;
+  const before = cursors[cursors.length - 1];
+  const activeP = api.get(base + '/deployments?active=true&limit=500');
+  activeP.catch(() => {}); // shown in the environments table, or not at all when the page fails
+  const [agent, { deployments, next }] = await Promise.all([api.get(base),
+    api.get(base + '/deployments?limit=' + PAGE + (before ? '&before=' + encodeURIComponent(before) : ''))]);
   const out = resultBox();
-  const reload = () => renderAgent(id, page);
-  // Environments: the active deployment of each environment seen in the deployments.
+  const reload = () => renderAgent(id, cursors);
+  // Environments: the active deployment of each environment, and those of this page's
+  // deployments whose environment has none.
   const envs = new Map();
-  for (const d of deployments) {
-    if (!envs.has(d.environment)) envs.set(d.environment, null);
-    if (d.isActive) envs.set(d.environment, d);
-  }
-  const envRows = [...envs].map(([env, d]) => h('tr', { 'data-env': env },
+  const envRow = ([env, d]) => h('tr', { 'data-env': env },
     h('td', {}, env),
     h('td', { class: 'mono' }, d ? link('/console/deployments/' + d.deployId, d.deployId) : '—'),
     h('td', { class: 'mono' }, d ? short(d.commit) : ''),
@@ -206,9 +211,11 @@ async function renderAgent(id, page = 0) {
     h('td', {}, d ? age(d.activatedAt || d.readyAt) : ''),
     h('td', {}, h('button', { 'data-need': 'operator', class: 'danger', 'data-rollback': env, onclick: () => action(out,
       'Roll back ' + env + ' to the deployment it served before?',
-      () => api.post('/api/deployments/rollback', { agentId: agent.agentId, environment: env }), reload) }, 'Roll back'))));
+      () => api.post('/api/deployments/rollback', { agentId: agent.agentId, environment: env }), reload) }, 'Roll back')));
+  const envBody = h('tbody', {}, h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'Loading…')));
   // Promote.
-  const from = h('select', { id: 'promote-from' }, [...envs.keys()].map((e) => h('option', { value: e }, e)));
+  const from = h('select', { id: 'promote-from' });
+  const promoteButton = h('button', { 'data-need': 'operator', id: 'promote', onclick: () => promote(false), disabled: true }, 'Promote');
   const to = h('input', { id: 'promote-to', value: 'production', size: 14 });
   const promote = async (force) => {
     const body = { agentId: agent.agentId, fromEnvironment: from.value, toEnvironment: to.value.trim() || 'production' };
@@ -264,9 +271,7 @@ async function renderAgent(id, page = 0) {
     }
   };
   // Deployments, newest first, a page at a time.
-  const pages = Math.max(1, Math.ceil(deployments.length / PAGE));
-  const shown = deployments.slice(page * PAGE, page * PAGE + PAGE);
-  const depRows = shown.map((d) => h('tr', {},
+  const depRows = deployments.map((d) => h('tr', {},
     h('td', { class: 'mono' }, link('/console/deployments/' + d.deployId, d.deployId), d.isActive ? ' ' : '', d.isActive ? badge('active', 'active') : ''),
     h('td', {}, d.environment), h('td', {}, badge(d.status)),
     h('td', { class: 'mono opt' }, short(d.commit) + (d.branch ? ' ' + d.branch : '')),
@@ -275,16 +280,16 @@ async function renderAgent(id, page = 0) {
       h('button', { 'data-need': 'operator', disabled: d.status !== 'ready' || d.isActive, 'data-activate': d.deployId, onclick: () => action(out,
         'Activate ' + d.deployId + ' in ' + d.environment + '?', () => api.post('/api/deployments/' + d.deployId + '/activate'), reload) }, 'Activate'))));
   const pager = h('div', { class: 'row' },
-    h('button', { disabled: page === 0, onclick: () => renderAgent(id, page - 1) }, 'Newer'),
-    h('span', { class: 'muted' }, 'page ' + (page + 1) + ' of ' + pages + ' · ' + deployments.length + ' deployments'),
-    h('button', { disabled: page + 1 >= pages, onclick: () => renderAgent(id, page + 1) }, 'Older'));
+    h('button', { id: 'newer', disabled: cursors.length === 1, onclick: () => renderAgent(id, cursors.slice(0, -1)) }, 'Newer'),
+    h('span', { class: 'muted', id: 'deployments-page' }, 'page ' + cursors.length + (next ? '' : ' (the last)')),
+    h('button', { id: 'older', disabled: !next, onclick: () => renderAgent(id, [...cursors, next]) }, 'Older'));
   setPage(agent.name,
     h('p', { class: 'muted' }, agent.slug + ' · ', h('span', { class: 'mono' }, agent.url)), agentLinks(agent.agentId), out,
     h('h2', {}, 'Environments'),
     h('div', { class: 'scroll' }, h('table', { id: 'environments' }, h('thead', {}, h('tr', {}, ['Environment', 'Active deployment', 'Commit', 'Status', 'Age', ''].map((t) => h('th', {}, t)))),
-      h('tbody', {}, envRows.length ? envRows : h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'Nothing deployed yet.'))))),
+      envBody)),
     h('div', { class: 'row' }, h('label', { for: 'promote-from' }, 'Promote from'), from, h('label', { for: 'promote-to' }, 'to'), to,
-      h('button', { 'data-need': 'operator', id: 'promote', onclick: () => promote(false), disabled: !envs.size }, 'Promote')),
+      promoteButton),
     h('h2', {}, 'Deploy'),
     h('div', { class: 'panel' },
       h('p', { class: 'muted' }, 'A git-sourced agent builds its branch head; a hosted one its newest source version: upload one first (a folder, or a JSON object of path to text).'),
@@ -296,6 +301,16 @@ async function renderAgent(id, page = 0) {
     h('h2', {}, 'Deployments'),
     h('div', { class: 'scroll' }, h('table', { id: 'deployments' }, h('thead', {}, h('tr', {}, ['Deployment', 'Environment', 'Status', 'Commit', 'Created', ''].map((t, i) => h('th', { class: i === 3 || i === 4 ? 'opt' : '' }, t)))),
       h('tbody', {}, depRows))), pager);
+  try {
+    for (const d of (await activeP).deployments) envs.set(d.environment, d);
+  } catch (err) {
+    envBody.replaceChildren(h('tr', {}, h('td', { colspan: 6 }, errorBox(err))));
+    return;
+  }
+  for (const d of deployments) if (!envs.has(d.environment)) envs.set(d.environment, null);
+  envBody.replaceChildren(...(envs.size ? [...envs].map(envRow) : [h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'Nothing deployed yet.'))]));
+  from.replaceChildren(...[...envs.keys()].map((e) => h('option', { value: e }, e)));
+  if (envs.size) { promoteButton.disabled = false; gate(main); }
 }
 
 async function evalsView(deployId) {
