@@ -22,7 +22,8 @@ func mentionOf(tb testing.TB, round, n int) []byte {
 
 // BenchmarkChannelIntake measures the ack of Slack deliveries on svc up, 200 at once per
 // iteration (each a new thread, so each is recorded and its turn enqueued): p50 and p99 of the
-// time to the 200 answer. Slack gives up after 3 s; the target is a p99 within 50 ms. sqlite is
+// time to the 200 answer, over bursts after a first (cold-ack-p99-ms) that also opened the
+// connections. Slack gives up after 3 s; the target is a p99 within 50 ms. sqlite is
 // svc up's embedded database and queue; postgres is svc up on Postgres and the Redis queue, as
 // runners and workers share them in scale-out.
 //
@@ -41,29 +42,36 @@ func benchIntake(b *testing.B, extra ...string) {
 		b.Fatalf("warm-up delivery = %d", s)
 	}
 	const concurrent = 200
-	var lat []time.Duration
-	var mu sync.Mutex
 	round := 0
-	for b.Loop() {
+	burst := func() []time.Duration {
 		round++
 		deliveries := make([]channelstest.Delivery, concurrent)
 		for i := range deliveries {
 			deliveries[i] = channelstest.SlackDelivery(upSlackSecret, mentionOf(b, round, i), time.Now())
 		}
+		lat := make([]time.Duration, concurrent)
 		var wg sync.WaitGroup
-		for _, d := range deliveries {
+		for i, d := range deliveries {
 			wg.Go(func() {
 				start := time.Now()
 				if s := deliverTo(b, p, slug, "/channels/slack/webhook", d); s != http.StatusOK {
 					b.Errorf("delivery = %d", s)
 				}
-				mu.Lock()
-				lat = append(lat, time.Since(start))
-				mu.Unlock()
+				lat[i] = time.Since(start)
 			})
 		}
 		wg.Wait()
+		return lat
 	}
+	// The first burst also opens the 200 connections (a platform that has just started, or a
+	// sender that opens a connection per delivery); it is reported apart, and the timed bursts
+	// then reuse the connections, as an HTTP/1.1 sender keeps them.
+	cold := burst()
+	var lat []time.Duration
+	for b.Loop() {
+		lat = append(lat, burst()...)
+	}
+	b.ReportMetric(float64(percentile(cold, 0.99).Microseconds())/1000, "cold-ack-p99-ms")
 	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "ack-p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "ack-p99-ms")
 }
