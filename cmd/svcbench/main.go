@@ -58,7 +58,7 @@ func main() {
 	flag.DurationVar(&c.chunkDelay, "chunk-delay", 0, "fake, with -per-chunk: pause before each event after the first (at most 1s)")
 	flag.IntVar(&c.idleSessions, "idle-sessions", 0, "create this many sessions (one turn each) and report memory per idle session")
 	flag.IntVar(&c.openStreams, "open-streams", 0, "open this many streams at once and report memory (run the fake with -hold)")
-	flag.DurationVar(&c.holdFor, "hold-for", 0, "with -open-streams: keep the streams open this long after measuring (at most 10m)")
+	flag.DurationVar(&c.holdFor, "hold-for", 0, "with -open-streams: keep the streams open this long after measuring, then measure again (at most 10m; past 2m the runtime has collected its garbage once)")
 	flag.StringVar(&c.otlpSink, "otlp-sink", "", "serve an OTLP/HTTP trace receiver on this address that reads and drops every export (OTEL_EXPORTER_OTLP_ENDPOINT=http://ADDR)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
