@@ -116,8 +116,9 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error
 		return Response{}, err
 	}
 	// Not pooled: the transport may read a request body after the response arrived.
-	body, err := p.appendRequest(make([]byte, 0, 1024), &req, model, effort)
-	if err != nil {
+	body := new(requestBody)
+	var err error
+	if body.b, err = p.appendRequest(make([]byte, 0, 1024), &req, model, effort); err != nil {
 		return Response{}, err
 	}
 	em := emitter{emit: emit}
@@ -129,11 +130,23 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error
 	return acc.response(), err
 }
 
-// attempt makes one HTTP call and reads its stream into acc.
-func (p *OpenAI) attempt(ctx context.Context, body []byte, em *emitter, acc *openaiAccumulator) error {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+// attempt makes one HTTP call and reads its stream into acc. Once the answer has emitted an
+// event it releases the request's body (no attempt follows).
+func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, acc *openaiAccumulator) error {
+	sent := body.reader()
+	if sent == nil {
+		return p.retry.streamError("request body released before an attempt", false) // not reached: see release
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, sent)
 	if err != nil {
 		return p.retry.transportError(err)
+	}
+	hreq.ContentLength = int64(len(sent.b))
+	hreq.GetBody = func() (io.ReadCloser, error) {
+		if r := body.reader(); r != nil {
+			return r, nil
+		}
+		return nil, errors.New("models: request body already released")
 	}
 	h := hreq.Header
 	h["Content-Type"] = []string{"application/json"}
@@ -161,6 +174,7 @@ func (p *OpenAI) attempt(ctx context.Context, body []byte, em *emitter, acc *ope
 	}()
 	events := eventReader{r: br}
 	var chunk openaiChunk
+	released := false
 	for {
 		data, err := events.next()
 		if errors.Is(err, io.EOF) {
@@ -184,6 +198,9 @@ func (p *OpenAI) attempt(ctx context.Context, body []byte, em *emitter, acc *ope
 		}
 		if err := acc.add(&chunk, em); err != nil {
 			return err
+		}
+		if em.emitted && !released {
+			released = body.release(sent)
 		}
 	}
 	if !acc.started {
@@ -337,3 +354,55 @@ func (a *openaiAccumulator) response() Response {
 		StopReason: stop,
 	}
 }
+
+// requestBody is the JSON of a model call, shared by its attempts. Once the answer has emitted
+// an event no attempt follows (retrier.run) and the transport has sent the body whole, so the
+// call lets go of it: an open stream does not hold its request, which for a real conversation
+// (its history, the tools' schemas) is tens of KiB, for as long as the model streams.
+type requestBody struct {
+	mu sync.Mutex
+	b  []byte // nil once released
+}
+
+// reader returns a reader of the whole body, or nil once released.
+func (rb *requestBody) reader() *bodyReader {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if rb.b == nil {
+		return nil
+	}
+	return &bodyReader{rb: rb, b: rb.b}
+}
+
+// release drops the body if sent was read to its end (a transport that rewound the body to
+// send it again on another connection is reading another reader: then it is kept) and reports
+// whether it did.
+func (rb *requestBody) release(sent *bodyReader) bool {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	if sent.off < len(sent.b) {
+		return false
+	}
+	rb.b, sent.b = nil, nil
+	return true
+}
+
+// bodyReader reads a requestBody for one HTTP request.
+type bodyReader struct {
+	rb  *requestBody
+	b   []byte // nil once released
+	off int
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	r.rb.mu.Lock()
+	defer r.rb.mu.Unlock()
+	if r.off >= len(r.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *bodyReader) Close() error { return nil }
