@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -133,20 +135,28 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error
 // attempt makes one HTTP call and reads its stream into acc. Once the answer has emitted an
 // event it releases the request's body (no attempt follows).
 func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, acc *openaiAccumulator) error {
-	sent := body.reader()
-	if sent == nil {
+	b := body.bytes()
+	if b == nil {
 		return p.retry.streamError("request body released before an attempt", false) // not reached: see release
 	}
+	// A *bytes.Reader, which the transport knows to be in memory: it writes the header and the
+	// body together. wrote tells when the transport is done with it.
+	sent := bytes.NewReader(b)
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}})
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, sent)
 	if err != nil {
 		return p.retry.transportError(err)
 	}
-	hreq.ContentLength = int64(len(sent.b))
-	hreq.GetBody = func() (io.ReadCloser, error) {
-		if r := body.reader(); r != nil {
-			return r, nil
+	hreq.GetBody = func() (io.ReadCloser, error) { // the default one would hold b
+		if b := body.bytes(); b != nil {
+			return io.NopCloser(bytes.NewReader(b)), nil
 		}
-		return nil, errors.New("models: request body already released")
+		return nil, errReleased
 	}
 	h := hreq.Header
 	h["Content-Type"] = []string{"application/json"}
@@ -199,8 +209,10 @@ func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, ac
 		if err := acc.add(&chunk, em); err != nil {
 			return err
 		}
-		if em.emitted && !released {
-			released = body.release(sent)
+		if em.emitted && !released && wrote.Load() {
+			sent.Reset(nil)
+			body.release()
+			released = true
 		}
 	}
 	if !acc.started {
@@ -356,53 +368,26 @@ func (a *openaiAccumulator) response() Response {
 }
 
 // requestBody is the JSON of a model call, shared by its attempts. Once the answer has emitted
-// an event no attempt follows (retrier.run) and the transport has sent the body whole, so the
-// call lets go of it: an open stream does not hold its request, which for a real conversation
-// (its history, the tools' schemas) is tens of KiB, for as long as the model streams.
+// an event no attempt follows (retrier.run), and once the transport has written the request it
+// reads the body no more, so the call then lets go of it: an open stream does not hold its
+// request, which for a real conversation (its history, the tools' schemas) is tens of KiB, for
+// as long as the model streams.
 type requestBody struct {
 	mu sync.Mutex
 	b  []byte // nil once released
 }
 
-// reader returns a reader of the whole body, or nil once released.
-func (rb *requestBody) reader() *bodyReader {
+var errReleased = errors.New("models: request body already released")
+
+// bytes returns the body, nil once released.
+func (rb *requestBody) bytes() []byte {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.b == nil {
-		return nil
-	}
-	return &bodyReader{rb: rb, b: rb.b}
+	return rb.b
 }
 
-// release drops the body if sent was read to its end (a transport that rewound the body to
-// send it again on another connection is reading another reader: then it is kept) and reports
-// whether it did.
-func (rb *requestBody) release(sent *bodyReader) bool {
+func (rb *requestBody) release() {
 	rb.mu.Lock()
-	defer rb.mu.Unlock()
-	if sent.off < len(sent.b) {
-		return false
-	}
-	rb.b, sent.b = nil, nil
-	return true
+	rb.b = nil
+	rb.mu.Unlock()
 }
-
-// bodyReader reads a requestBody for one HTTP request.
-type bodyReader struct {
-	rb  *requestBody
-	b   []byte // nil once released
-	off int
-}
-
-func (r *bodyReader) Read(p []byte) (int, error) {
-	r.rb.mu.Lock()
-	defer r.rb.mu.Unlock()
-	if r.off >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.off:])
-	r.off += n
-	return n, nil
-}
-
-func (r *bodyReader) Close() error { return nil }
