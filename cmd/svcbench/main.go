@@ -27,6 +27,7 @@ type config struct {
 	message      string
 	pid          int
 	fakeAddr     string
+	fakeTLS      string // certificate file: the fake serves TLS, HTTP/2 by ALPN
 	chunks       int
 	hold         bool
 	perChunk     bool
@@ -50,13 +51,14 @@ func main() {
 	flag.IntVar(&c.turnsPerSess, "turns-per-session", 1, "turns in one session before a client starts a new one")
 	flag.IntVar(&c.pid, "pid", 0, "process id of the runtime: report its CPU time per turn and resident memory (Linux /proc)")
 	flag.StringVar(&c.fakeAddr, "fake-openai", "", "serve a fake OpenAI API on this address (base URL http://ADDR/v1)")
+	flag.StringVar(&c.fakeTLS, "fake-tls", "", "fake: serve HTTPS, HTTP/2 offered by ALPN as the real model APIs do, with a self-signed certificate written to this file (base URL https://ADDR/v1; run the runtime with SSL_CERT_FILE=FILE)")
 	flag.IntVar(&c.chunks, "chunks", 32, "text chunks per fake answer")
 	flag.BoolVar(&c.hold, "hold", false, "fake: after the first chunk, hold each stream open until the client leaves")
 	flag.BoolVar(&c.perChunk, "per-chunk", false, "fake: write each event of an answer on its own, as a real model API does (default: the whole answer at once)")
 	flag.DurationVar(&c.chunkDelay, "chunk-delay", 0, "fake, with -per-chunk: pause before each event after the first (at most 1s)")
 	flag.IntVar(&c.idleSessions, "idle-sessions", 0, "create this many sessions (one turn each) and report memory per idle session")
 	flag.IntVar(&c.openStreams, "open-streams", 0, "open this many streams at once and report memory (run the fake with -hold)")
-	flag.DurationVar(&c.holdFor, "hold-for", 0, "with -open-streams: keep the streams open this long after measuring (at most 10m)")
+	flag.DurationVar(&c.holdFor, "hold-for", 0, "with -open-streams: keep the streams open this long after measuring, then measure again (at most 10m; past 2m the runtime has collected its garbage once)")
 	flag.StringVar(&c.otlpSink, "otlp-sink", "", "serve an OTLP/HTTP trace receiver on this address that reads and drops every export (OTEL_EXPORTER_OTLP_ENDPOINT=http://ADDR)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -85,12 +87,28 @@ func run(c config, log *slog.Logger) error {
 		}
 	}
 	if c.fakeAddr != "" {
-		fake, err := startFake(c.fakeAddr, fakeOptions{chunks: c.chunks, hold: c.hold, perChunk: c.perChunk, delay: c.chunkDelay})
-		if err != nil {
-			return err
+		o := fakeOptions{chunks: c.chunks, hold: c.hold, perChunk: c.perChunk, delay: c.chunkDelay}
+		var fake fakeModel
+		scheme := "http"
+		if c.fakeTLS != "" {
+			tf, err := startTLSFake(c.fakeAddr, c.fakeTLS, o)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				h2, h1, conns := tf.stats()
+				log.Info("fake OpenAI API served", "requests_h2", h2, "requests_h1", h1, "connections", conns)
+			}()
+			fake, scheme = tf, "https"
+		} else {
+			f, err := startFake(c.fakeAddr, o)
+			if err != nil {
+				return err
+			}
+			fake = f
 		}
 		defer fake.Close()
-		log.Info("fake OpenAI API", "base_url", "http://"+fake.Addr()+"/v1", "chunks", c.chunks, "hold", c.hold, "per_chunk", c.perChunk, "chunk_delay", c.chunkDelay)
+		log.Info("fake OpenAI API", "base_url", scheme+"://"+fake.Addr()+"/v1", "tls_cert", c.fakeTLS, "chunks", c.chunks, "hold", c.hold, "per_chunk", c.perChunk, "chunk_delay", c.chunkDelay)
 		if c.url == "" {
 			<-ctx.Done()
 			return nil
@@ -126,6 +144,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("-chunk-delay must be within [0, 1s], got %s", c.chunkDelay)
 	case c.chunkDelay > 0 && !c.perChunk:
 		return errors.New("-chunk-delay needs -per-chunk")
+	case c.fakeTLS != "" && c.fakeAddr == "":
+		return errors.New("-fake-tls needs -fake-openai")
 	case c.perChunk && c.hold:
 		return errors.New("-per-chunk and -hold do not go together")
 	case c.holdFor < 0 || c.holdFor > MaxDuration:

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +40,7 @@ func TestValidate(t *testing.T) {
 		"host with CR":   func(c *config) { c.host = "a\r\nX: y" },
 		"host with path": func(c *config) { c.host = "a/b" },
 		"host, no url":   func(c *config) { c.url, c.host = "", "a" },
+		"tls, no fake":   func(c *config) { c.fakeTLS = "cert.pem" },
 	} {
 		c := good
 		mut(&c)
@@ -116,6 +120,71 @@ func TestOpenStreamsAgainstRuntime(t *testing.T) {
 	}
 }
 
+// TestOpenStreamsOverHTTP2: with the fake over TLS, the runtime's model transport reaches it
+// over HTTP/2, the held streams sharing one connection.
+func TestOpenStreamsOverHTTP2(t *testing.T) {
+	certFile := filepath.Join(t.TempDir(), "cert.pem")
+	fake, err := startTLSFake("127.0.0.1:0", certFile, fakeOptions{chunks: 32, hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	tr := runtime.ModelTransport()
+	tr.TLSClientConfig = &tls.Config{RootCAs: certPool(t, certFile)} // SSL_CERT_FILE in a real run
+	t.Cleanup(tr.CloseIdleConnections)
+	srv := serveRuntime(t, "https://"+fake.Addr()+"/v1", &http.Client{Transport: tr})
+	d := mustDriver(t, config{url: srv.URL, message: "hi", openStreams: 3, pid: os.Getpid()})
+	if err := d.streams(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h2, h1, conns := fake.stats(); h2 != 3 || h1 != 0 || conns != 1 {
+		t.Errorf("fake served %d streams over HTTP/2, %d over HTTP/1.x, on %d connections; want 3, 0, 1", h2, h1, conns)
+	}
+}
+
+// TestTLSFakeAnswers: the TLS fake answers a client that trusts its certificate file with the
+// whole stream over HTTP/2, all at once or per chunk, and 404 elsewhere.
+func TestTLSFakeAnswers(t *testing.T) {
+	_, whole := fakeStream(8)
+	for _, perChunk := range []bool{false, true} {
+		certFile := filepath.Join(t.TempDir(), "cert.pem")
+		fake, err := startTLSFake("127.0.0.1:0", certFile, fakeOptions{chunks: 8, perChunk: perChunk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certPool(t, certFile)}, ForceAttemptHTTP2: true}
+		for path, want := range map[string]int{"/v1/chat/completions": 200, "/v1/other": 404} {
+			resp, err := (&http.Client{Transport: tr}).Post("https://"+fake.Addr()+path, "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != want || resp.ProtoMajor != 2 {
+				t.Fatalf("%s: %s %s, %v", path, resp.Proto, resp.Status, err)
+			}
+			if want == 200 && string(body) != string(whole) {
+				t.Fatalf("answer %q, want %q", body, whole)
+			}
+		}
+		tr.CloseIdleConnections()
+		fake.Close()
+	}
+}
+
+func certPool(t *testing.T, certFile string) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no certificate in", certFile)
+	}
+	return pool
+}
+
 func mustDriver(t *testing.T, c config) *driver {
 	t.Helper()
 	d, err := newDriver(c)
@@ -134,14 +203,21 @@ func startRuntime(t *testing.T, hold bool) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
+	return serveRuntime(t, "http://"+fake.Addr()+"/v1", nil)
+}
+
+// serveRuntime serves the hello fixture's runtime, its model at baseURL reached with client
+// (nil: the runtime's own).
+func serveRuntime(t *testing.T, baseURL string, client *http.Client) *httptest.Server {
+	t.Helper()
 	ag, err := agent.LoadDir(agenttest.Dir(t, "hello"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"OPENAI_BASE_URL": "http://" + fake.Addr() + "/v1"}
+	env := map[string]string{"OPENAI_BASE_URL": baseURL}
 	rt, err := runtime.New(runtime.Options{Agent: ag, Logger: slog.New(slog.DiscardHandler),
 		DefaultModel: agent.ModelRef{Provider: "openai", Model: "gpt-4o-mini"},
-		Models:       runtime.NewModels(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)})
+		Models:       runtime.NewModels(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, client)})
 	if err != nil {
 		t.Fatal(err)
 	}

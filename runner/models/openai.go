@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -116,8 +118,9 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error
 		return Response{}, err
 	}
 	// Not pooled: the transport may read a request body after the response arrived.
-	body, err := p.appendRequest(make([]byte, 0, 1024), &req, model, effort)
-	if err != nil {
+	body := new(requestBody)
+	var err error
+	if body.b, err = p.appendRequest(make([]byte, 0, 1024), &req, model, effort); err != nil {
 		return Response{}, err
 	}
 	em := emitter{emit: emit}
@@ -129,11 +132,31 @@ func (p *OpenAI) Stream(ctx context.Context, req Request, emit func(Event) error
 	return acc.response(), err
 }
 
-// attempt makes one HTTP call and reads its stream into acc.
-func (p *OpenAI) attempt(ctx context.Context, body []byte, em *emitter, acc *openaiAccumulator) error {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+// attempt makes one HTTP call and reads its stream into acc. Once the answer has emitted an
+// event it releases the request's body (no attempt follows).
+func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, acc *openaiAccumulator) error {
+	b := body.bytes()
+	if b == nil {
+		return p.retry.streamError("request body released before an attempt", false) // not reached: see release
+	}
+	// A *bytes.Reader, which the transport knows to be in memory: it writes the header and the
+	// body together. wrote tells when the transport is done with it.
+	sent := bytes.NewReader(b)
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}})
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, sent)
 	if err != nil {
 		return p.retry.transportError(err)
+	}
+	hreq.GetBody = func() (io.ReadCloser, error) { // the default one would hold b
+		if b := body.bytes(); b != nil {
+			return io.NopCloser(bytes.NewReader(b)), nil
+		}
+		return nil, errReleased
 	}
 	h := hreq.Header
 	h["Content-Type"] = []string{"application/json"}
@@ -161,6 +184,7 @@ func (p *OpenAI) attempt(ctx context.Context, body []byte, em *emitter, acc *ope
 	}()
 	events := eventReader{r: br}
 	var chunk openaiChunk
+	released := false
 	for {
 		data, err := events.next()
 		if errors.Is(err, io.EOF) {
@@ -184,6 +208,11 @@ func (p *OpenAI) attempt(ctx context.Context, body []byte, em *emitter, acc *ope
 		}
 		if err := acc.add(&chunk, em); err != nil {
 			return err
+		}
+		if em.emitted && !released && wrote.Load() {
+			sent.Reset(nil)
+			body.release()
+			released = true
 		}
 	}
 	if !acc.started {
@@ -336,4 +365,29 @@ func (a *openaiAccumulator) response() Response {
 		Usage:      a.usage,
 		StopReason: stop,
 	}
+}
+
+// requestBody is the JSON of a model call, shared by its attempts. Once the answer has emitted
+// an event no attempt follows (retrier.run), and once the transport has written the request it
+// reads the body no more, so the call then lets go of it: an open stream does not hold its
+// request, which for a real conversation (its history, the tools' schemas) is tens of KiB, for
+// as long as the model streams.
+type requestBody struct {
+	mu sync.Mutex
+	b  []byte // nil once released
+}
+
+var errReleased = errors.New("models: request body already released")
+
+// bytes returns the body, nil once released.
+func (rb *requestBody) bytes() []byte {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	return rb.b
+}
+
+func (rb *requestBody) release() {
+	rb.mu.Lock()
+	rb.b = nil
+	rb.mu.Unlock()
 }
