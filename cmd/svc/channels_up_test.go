@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -54,6 +55,7 @@ func deliverTo(t testing.TB, p *benchPlatform, slug, path string, d channelstest
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, _ = io.Copy(io.Discard, resp.Body) // read to the end, so that the connection is kept
 	resp.Body.Close()
 	return resp.StatusCode
 }
