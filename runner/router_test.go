@@ -367,26 +367,36 @@ func (c *countingResolver) ForHost(ctx context.Context, slug, deployID string) (
 // TestRouterKeepsHostsUntilAChange: a host's deployment is read once and then answered from
 // memory; a promote, activate or rollback through the registry is seen by the very next request,
 // a change committed by another process (written to the database behind the registry's back)
+
+// acmeBuilds adds the agent a1 (slug acme) to db and returns a function that builds one of its
+// commits in an environment through deps, ready and active there.
+func acmeBuilds(t *testing.T, db *gorm.DB, deps *registry.Deployments) func(env, commit string) registry.Deployment {
+	t.Helper()
+	now := time.Now().UTC()
+	if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?)`, now, now).Error; err != nil {
+		t.Fatal(err)
+	}
+	return func(env, commit string) registry.Deployment {
+		t.Helper()
+		ctx := context.Background()
+		st, err := deps.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: env, Commit: commit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+}
+
 // within HostTTL; a read that began before a change is never kept; unknown hosts are not kept.
 func TestRouterKeepsHostsUntilAChange(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		now := time.Now().UTC()
-		if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?)`, now, now).Error; err != nil {
-			t.Fatal(err)
-		}
 		deps := registry.NewDeployments(db)
-		build := func(env, commit string) registry.Deployment {
-			st, err := deps.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: env, Commit: commit})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
-		}
+		build := acmeBuilds(t, db, deps)
 		res := &countingResolver{Deployments: deps}
 		var elapsed atomic.Int64 // the router's clock, moved by the test alone
 		start := time.Now()
@@ -496,25 +506,11 @@ func TestRouterKeepsHostsUntilAChange(t *testing.T) {
 func TestRouterReadsTheSharedChangeCounter(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		now := time.Now().UTC()
-		if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?)`, now, now).Error; err != nil {
-			t.Fatal(err)
-		}
 		var counter atomic.Uint64
 		var broken atomic.Bool
 		other := registry.NewDeployments(db) // the API process
 		defer other.Watch(func() { counter.Add(1) })()
-		build := func(env, commit string) registry.Deployment {
-			st, err := other.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: env, Commit: commit})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := other.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
-		}
+		build := acmeBuilds(t, db, other)
 		res := &countingResolver{Deployments: registry.NewDeployments(db)} // the runner's own
 		router, err := runner.NewRouter(runner.Config{
 			Resolver: res, AppsDomain: "apps.localhost", HostTTL: time.Hour,
