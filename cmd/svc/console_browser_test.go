@@ -368,12 +368,8 @@ func TestConsolePlayground(t *testing.T) {
 
 	send(`/tool double {"n": 4}`)
 	b.wait("the double card", 60*time.Second, `document.querySelector('.tool[data-tool="double"][data-status="success"] .tool-result')?.textContent.includes('8')`)
-	nested := evalAs[bool](b, `document.querySelector('.tool[data-tool="double"] .children .tool[data-tool="add"]') !== null`)
-	if !nested {
-		// The runtime streams a composite tool's inner calls with parent_tool_id once the sibling
-		// change of CONTRACT §11 lands; until then the inner call is not streamed at all.
-		t.Log("no nested add card under double: the runtime does not stream inner calls with parent_tool_id yet")
-	}
+	// The composite's inner call streams with parent_tool_id: a card inside the double card.
+	b.wait("the nested add card", 30*time.Second, `document.querySelector('.tool[data-tool="double"] .children .tool[data-tool="add"][data-status="success"]') !== null`)
 	b.wait("done", 30*time.Second, `document.querySelectorAll('.done').length === 2`)
 
 	send(`/tool wipe {}`)
