@@ -384,12 +384,13 @@ func TestConsolePlayground(t *testing.T) {
 	b.wait("done", 30*time.Second, `document.querySelectorAll('.done').length === 4`)
 	b.click(`[data-choice="pro"]`, false)
 	b.wait("the chosen value sent", 60*time.Second, `[...document.querySelectorAll('.msg.user')].at(-1)?.textContent === 'pro' && document.querySelectorAll('.done').length === 5`)
-	// Stop, while a call waits for its approval: POST /chat/sessions/{id}/stop, or, where the
-	// runtime does not have it yet, the request is aborted; either way the turn ends.
+	// Stop, while a call waits for its approval: POST /chat/sessions/{id}/stop ends the turn on
+	// the runtime, whose stream ends with done user_abort.
 	send(`/tool wipe {}`)
 	b.wait("the second approval", 60*time.Second, `document.querySelectorAll('.approval [data-approve="yes"]').length === 2`)
 	b.click("#pg-stop", false)
 	b.wait("the turn stopped", 60*time.Second, `!document.querySelector('#pg-send').disabled && document.querySelector('#pg-stop').disabled`)
+	b.wait("done user_abort", 30*time.Second, `document.querySelector('.done[data-reason="user_abort"]') !== null`)
 	b.wait("the session in the history", 30*time.Second, `document.querySelectorAll('#pg-history button').length >= 1`)
 	sessionID := evalAs[string](b, `document.querySelector('#pg-session').value`)
 
