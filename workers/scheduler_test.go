@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -601,5 +602,33 @@ func TestSchedulerRun(t *testing.T) {
 	}
 	if got := e.fireTimes(t, a.ID); len(got) != 1 {
 		t.Errorf("fires = %v, want one", got)
+	}
+}
+
+// TestSchedulerRunWakesAtFireTime: after a tick, Run sleeps until the next fire time when it
+// comes before the next Interval, so that a fire is not left waiting for a whole Interval.
+func TestSchedulerRunWakesAtFireTime(t *testing.T) {
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	e := newSchedEnv(t, dbtest.SQLite(t), start)
+	a := e.automation(t, `{"name":"m","trigger":{"every":"1m"},"action":{"message":"go"}}`, true)
+	fireTime := start.Add(time.Minute)
+	// The first tick and its wait read the clock 30ms before the fire time, every later read is
+	// at it: only a Run that wakes before its hour-long Interval fires.
+	var reads atomic.Int64
+	s := workers.NewScheduler(workers.SchedulerConfig{Automations: e.store, Queue: e.queue, Metrics: e.metrics, Interval: time.Hour,
+		Now: func() time.Time {
+			if reads.Add(1) <= 2 {
+				return fireTime.Add(-30 * time.Millisecond)
+			}
+			return fireTime
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	task := workers.NewAutomationFireTask(workers.AutomationFireTask{AutomationID: a.ID, FireTime: fireTime})
+	waitFor(t, "the fire's task", func() bool { return e.queue.counts()[task.ID] > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil once its ctx is done", err)
 	}
 }
