@@ -314,6 +314,22 @@ func (s *Automations) DueAfter(ctx context.Context, now time.Time, after *Automa
 	return automationsOf(rows)
 }
 
+// NextFireAfter returns the earliest next fire time after after among the enabled automations
+// (false when there is none), served by the (enabled, next_fire_at) index: how long the
+// scheduler may sleep before the next fire is due.
+func (s *Automations) NextFireAfter(ctx context.Context, after time.Time) (time.Time, bool, error) {
+	var rows []automationRow
+	err := s.db.WithContext(ctx).Select("next_fire_at").Where("enabled = ? AND next_fire_at > ?", true, after.UTC()).
+		Order("next_fire_at").Limit(1).Find(&rows).Error
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next fire time: %w", err)
+	}
+	if len(rows) == 0 || rows[0].NextFireAt == nil {
+		return time.Time{}, false, nil
+	}
+	return *rows[0].NextFireAt, true, nil
+}
+
 // AdvanceNext moves the next fire time of the automation id from from to to (nil: none due),
 // only if it is still from: a compare-and-set for the scan that fires nothing (the fire times it
 // passed were all missed, or its schedule ended). It returns false with no error, changing

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,9 +404,11 @@ func TestSchedulerExactlyOnce(t *testing.T) {
 
 	var scheds []*workers.Scheduler
 	for range schedulers {
-		// The stale scan is left out (StaleAfter an hour): its own test covers it, and a task it
-		// enqueues again may be delivered once more (to do nothing).
-		scheds = append(scheds, e.scheduler(workers.SchedulerConfig{Batch: 20, StaleAfter: time.Hour}))
+		// The stale scan is left out (StaleAfter a day, longer than the test's 100 minutes: with
+		// an hour, the scan at minute 91 enqueued again the fires of the first half hour that
+		// the queue had not reached yet): its own test covers it, and a task it enqueues again
+		// may be delivered once more (to do nothing).
+		scheds = append(scheds, e.scheduler(workers.SchedulerConfig{Batch: 20, StaleAfter: 24 * time.Hour}))
 	}
 	var fired, lost, missed int
 	for i := 1; i <= ticks; i++ {
@@ -601,5 +604,33 @@ func TestSchedulerRun(t *testing.T) {
 	}
 	if got := e.fireTimes(t, a.ID); len(got) != 1 {
 		t.Errorf("fires = %v, want one", got)
+	}
+}
+
+// TestSchedulerRunWakesAtFireTime: after a tick, Run sleeps until the next fire time when it
+// comes before the next Interval, so that a fire is not left waiting for a whole Interval.
+func TestSchedulerRunWakesAtFireTime(t *testing.T) {
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	e := newSchedEnv(t, dbtest.SQLite(t), start)
+	a := e.automation(t, `{"name":"m","trigger":{"every":"1m"},"action":{"message":"go"}}`, true)
+	fireTime := start.Add(time.Minute)
+	// The first tick and its wait read the clock 30ms before the fire time, every later read is
+	// at it: only a Run that wakes before its hour-long Interval fires.
+	var reads atomic.Int64
+	s := workers.NewScheduler(workers.SchedulerConfig{Automations: e.store, Queue: e.queue, Metrics: e.metrics, Interval: time.Hour,
+		Now: func() time.Time {
+			if reads.Add(1) <= 2 {
+				return fireTime.Add(-30 * time.Millisecond)
+			}
+			return fireTime
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	task := workers.NewAutomationFireTask(workers.AutomationFireTask{AutomationID: a.ID, FireTime: fireTime})
+	waitFor(t, "the fire's task", func() bool { return e.queue.counts()[task.ID] > 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil once its ctx is done", err)
 	}
 }
