@@ -109,11 +109,6 @@ func benchMinute(b *testing.B, store, shape string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			_ = s.Close()
-		}
-	})
 	// The measured minute starts at the next whole minute, at least 20 s away (seeding).
 	now := time.Now().UTC()
 	from := now.Truncate(time.Minute).Add(time.Minute)
@@ -177,10 +172,7 @@ func BenchmarkAutomationEvent(b *testing.B) {
 	}, &created); s != 201 {
 		b.Fatalf("create = %d", s)
 	}
-	db, err := migrations.Open(context.Background(), "sqlite:"+filepath.Join(dir, "svc.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	db := dataDB(b, dir)
 	b.Cleanup(func() {
 		if s, err := db.DB(); err == nil {
 			_ = s.Close()

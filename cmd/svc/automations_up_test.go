@@ -17,7 +17,6 @@ import (
 
 	"svc/agent/agenttest"
 	"svc/automations"
-	"svc/migrations"
 	"svc/registry"
 )
 
@@ -105,10 +104,7 @@ func TestAutomationCatchUpAfterDowntime(t *testing.T) {
 	p.cancel()
 
 	// The platform went down 3 hours ago, before the fire of 2 hours before the last one.
-	db, err := migrations.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "svc.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := dataDB(t, dataDir)
 	if err := db.Exec(`UPDATE automations SET next_fire_at = ? WHERE id = ?`, hour.Add(-2*time.Hour), created.ID).Error; err != nil {
 		t.Fatal(err)
 	}

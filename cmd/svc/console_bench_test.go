@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"svc/auth"
-	"svc/migrations"
 	"svc/registry"
 )
 
@@ -33,10 +31,7 @@ func seedConsole(b *testing.B) (*benchPlatform, string) {
 	}
 	token := p.token
 	p.cancel()
-	db, err := migrations.Open(b.Context(), "sqlite:"+filepath.Join(dataDir, "svc.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	db := dataDB(b, dataDir)
 	now := time.Now().UTC()
 	rows := make([]registry.Deployment, 0, 1000)
 	for _, id := range ids {

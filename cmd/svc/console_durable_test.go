@@ -1,14 +1,11 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"svc/migrations"
 )
 
 // flowTree is an agent with a durable tool that waits for a typed answer and returns it.
@@ -37,13 +34,7 @@ func TestConsoleDurableForm(t *testing.T) {
 	b.click(`form.approval.durable button[type="submit"]`, false)
 	b.wait("the answer accepted", 30*time.Second, `(document.querySelector('form.approval.durable .ok')?.textContent || '') === 'Answered.'`)
 
-	db, err := migrations.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "svc.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sqlDB, err := db.DB(); err == nil {
-		t.Cleanup(func() { _ = sqlDB.Close() })
-	}
+	db := dataDB(t, dataDir)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var run struct{ Status, Result string }
 		if err := db.Raw(`SELECT status, COALESCE(result, '') AS result FROM durable_runs WHERE agent_id = ? AND tool_name = 'ship'`, agentID).Scan(&run).Error; err != nil {

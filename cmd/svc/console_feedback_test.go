@@ -1,13 +1,11 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"svc/migrations"
 	"svc/registry"
 )
 
@@ -19,10 +17,7 @@ func TestConsoleFeedbackFilter(t *testing.T) {
 	p := startPlatformAt(t, dataDir)
 	var a struct{ AgentID string }
 	p.call(t, "POST", "/api/agents", map[string]any{"name": "Rated"}, nil, &a)
-	db, err := migrations.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "svc.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := dataDB(t, dataDir)
 	now := time.Now().UTC()
 	for i, f := range []struct{ user, screen, comment string }{{"u1", "home", "great"}, {"u2", "home", "meh"}, {"u1", "checkout", "slow"}} {
 		if _, err := registry.NewFeedback(db).Add(t.Context(), registry.Feedback{AgentID: a.AgentID, Rating: "up", Comment: f.comment,

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"svc/auth"
-	"svc/migrations"
 	"svc/registry"
 )
 
@@ -25,10 +23,7 @@ func TestConsoleDeploymentsPaged(t *testing.T) {
 	p := startPlatformAt(t, dataDir)
 	var a struct{ AgentID string }
 	p.call(t, "POST", "/api/agents", map[string]any{"name": "Paged"}, nil, &a)
-	db, err := migrations.Open(t.Context(), "sqlite:"+filepath.Join(dataDir, "svc.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := dataDB(t, dataDir)
 	now := time.Now().UTC()
 	var oldest string
 	for j := range 45 {

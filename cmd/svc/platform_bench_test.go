@@ -16,14 +16,33 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"svc/agent/agenttest"
 	"svc/builder/gittest"
+	"svc/migrations"
 )
 
 // benchPlatform is svc up running in this process on a fresh data dir.
 type benchPlatform struct {
 	url, token string
 	cancel     func()
+}
+
+// dataDB opens the SQLite database of svc up's dataDir beside the running platform (to seed or
+// read what no route does), closed when the test ends.
+func dataDB(tb testing.TB, dataDir string) *gorm.DB {
+	tb.Helper()
+	db, err := migrations.Open(context.Background(), "sqlite:"+filepath.Join(dataDir, "svc.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if s, err := db.DB(); err == nil {
+			_ = s.Close()
+		}
+	})
+	return db
 }
 
 func startPlatform(tb testing.TB) *benchPlatform { return startPlatformAt(tb, tb.TempDir()) }
