@@ -81,9 +81,16 @@ func TestFollowFromEveryBoundary(t *testing.T) {
 	for i := int64(1); i <= n; i++ {
 		w.Append(i, []byte(`{"type":"x","n":`+strconv.FormatInt(i, 10)+`}`))
 	}
-	// Stop from the other runner reaches this one's turn.
+	// Stop from the other runner reaches this one's turn while it runs: the pub/sub message
+	// arrives on its own time, and a turn that ended (Close) has no stop to call any more, so
+	// the turn ends only once it was stopped.
 	if ok, err := b.Stop(ctx, "s1"); err != nil || !ok {
 		t.Fatalf("stop: %v %v", ok, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !stopped.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stop sent from the other runner never reached the turn")
+		}
 	}
 	w.Close()
 	for range n + 1 {
@@ -100,9 +107,6 @@ func TestFollowFromEveryBoundary(t *testing.T) {
 		if es[len(es)-1].ID != n {
 			t.Fatalf("ends at %d", es[len(es)-1].ID)
 		}
-	}
-	for !stopped.Load() { // the pub/sub message arrives on its own time; nothing here is timed
-		time.Sleep(time.Millisecond)
 	}
 	if ok, err := a.Stop(ctx, "s1"); err != nil || ok {
 		t.Errorf("stop after done: %v %v", ok, err)
