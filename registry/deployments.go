@@ -137,22 +137,6 @@ func (s *Deployments) Get(ctx context.Context, id string) (Deployment, error) {
 	return d, nil
 }
 
-// List returns an agent's deployments, newest first, of one environment or ("") of all.
-func (s *Deployments) List(ctx context.Context, agentID, env string, limit int) ([]Deployment, error) {
-	q := s.db.WithContext(ctx).Where("agent_id = ?", agentID)
-	if env != "" {
-		q = q.Where("environment = ?", env)
-	}
-	if limit <= 0 || limit > 500 {
-		limit = 500
-	}
-	var ds []Deployment
-	if err := q.Order("created_at DESC, id DESC").Limit(limit).Find(&ds).Error; err != nil {
-		return nil, fmt.Errorf("list deployments: %w", err)
-	}
-	return ds, nil
-}
-
 // DeploymentQuery selects a page of an agent's deployments (Deployments.Page).
 type DeploymentQuery struct {
 	Environment string // "": every environment
