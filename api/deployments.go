@@ -15,8 +15,8 @@ import (
 )
 
 // RuntimeControl is told when a deployment's runtime stops, so the process that holds it lets
-// it go at once. Other runner processes see the stop when it is announced on the events bus,
-// within their router's HostTTL (1 s) if that message is lost.
+// it go at once. Other runner processes see the stop at their next request, through the
+// shared change counter in Redis (within their router's HostTTL, 1 s, if it could not be raised).
 type RuntimeControl interface {
 	Forget(deployID string)
 }
