@@ -3,7 +3,6 @@ package registry_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -191,22 +190,17 @@ func TestAutomationsStartFire(t *testing.T) {
 				t.Fatalf("RecordFire = %v, %v", ok, err)
 			}
 		}
-		errs := make(chan error, len(race))
-		var wg sync.WaitGroup
+		next := make(chan time.Time, len(race))
 		for _, tick := range race {
-			wg.Go(func() { errs <- s.StartFire(ctx, a.ID, tick, started, true) })
+			next <- tick
 		}
-		wg.Wait()
-		close(errs)
-		won := 0
-		for err := range errs {
-			switch {
-			case err == nil:
-				won++
-			case !errors.Is(err, registry.ErrFireBusy):
-				t.Errorf("racing StartFire: %v", err)
+		won := racingWins(t, "StartFire", func() (bool, error) {
+			err := s.StartFire(ctx, a.ID, <-next, started, true)
+			if errors.Is(err, registry.ErrFireBusy) {
+				return false, nil
 			}
-		}
+			return err == nil, err
+		})
 		if won != 1 {
 			t.Errorf("%d of 8 fires racing to start alone started, want exactly 1", won)
 		}

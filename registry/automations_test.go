@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,28 @@ import (
 )
 
 // mustCreateAutomation stores an enabled automation of agentID in ownerScope named name, next
+
+// racingWins runs try in 8 goroutines at once and returns how many reported a win; an error
+// of any is a test error naming what raced.
+func racingWins(t *testing.T, what string, try func() (bool, error)) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var won atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			ok, err := try()
+			if err != nil {
+				t.Errorf("racing %s: %v", what, err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(won.Load())
+}
+
 // due at next (nil: none).
 func mustCreateAutomation(t *testing.T, s *registry.Automations, agentID, ownerScope, name string, next *time.Time) registry.Automation {
 	t.Helper()
@@ -231,32 +254,10 @@ func TestAutomationsClaimFire(t *testing.T) {
 
 		// 8 workers racing on one tick: exactly one claims it.
 		tick2 := next
-		var wg sync.WaitGroup
-		results := make(chan error, 8)
-		var mu sync.Mutex
-		won := 0
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				after := tick2.Add(5 * time.Minute)
-				ok, err := s.ClaimFire(ctx, a.ID, tick2, &after)
-				if ok {
-					mu.Lock()
-					won++
-					mu.Unlock()
-				}
-				results <- err
-			}()
-		}
-		wg.Wait()
-		close(results)
-		for err := range results {
-			if err != nil {
-				t.Errorf("racing ClaimFire: %v", err)
-			}
-		}
-		if won != 1 {
+		if won := racingWins(t, "ClaimFire", func() (bool, error) {
+			after := tick2.Add(5 * time.Minute)
+			return s.ClaimFire(ctx, a.ID, tick2, &after)
+		}); won != 1 {
 			t.Errorf("%d of 8 racing claims won the tick, want exactly 1", won)
 		}
 		fires, _, err := s.ListFires(ctx, a.ID, registry.FireQuery{})
@@ -367,24 +368,7 @@ func TestAutomationsAdvanceNext(t *testing.T) {
 		}
 
 		// 8 scans racing to move one next fire time: exactly one wins.
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		won := 0
-		for range 8 {
-			wg.Go(func() {
-				ok, err := s.AdvanceNext(ctx, a.ID, &from, &to)
-				if err != nil {
-					t.Errorf("racing AdvanceNext: %v", err)
-				}
-				if ok {
-					mu.Lock()
-					won++
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		if won != 1 {
+		if won := racingWins(t, "AdvanceNext", func() (bool, error) { return s.AdvanceNext(ctx, a.ID, &from, &to) }); won != 1 {
 			t.Errorf("%d of 8 racing AdvanceNext won, want exactly 1", won)
 		}
 	})
