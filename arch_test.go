@@ -39,6 +39,7 @@ var dependsOn = map[string][]string{
 	"evals":       {"agent"},
 	"automations": {"agent"},
 	"faults":      {},
+	"groupcommit": {},
 	"traces":      {},
 	"console":     {},
 	"runner":      {"agent", "bundle", "runner/runtime"},
@@ -97,6 +98,7 @@ var beyondDesign = map[string]map[string]string{
 	"workers": {
 		"automations": "the scheduler reads the automation record and its schedule (automations.Decode, Due, Decide)",
 		"faults":      "the fault points of the fault harness (SVC_FAULT, testing only)",
+		"groupcommit": "dbqueue stores the done marks of finished jobs a group at a time",
 		"migrations":  "dbqueue's claim differs by dialect",
 	},
 	"runner": {
@@ -132,6 +134,7 @@ var beyondDesign = map[string]map[string]string{
 		"auth":        "the runtime verifies runtime tokens",
 		"automations": "the automation routes decode and validate the record against the agent and check event signatures (automations.Decode, Validate, VerifyEvent)",
 		"errcode":     "the runtime answers MESSAGE_BLOCKED in the platform's envelope, as spec 7 fixes it",
+		"groupcommit": "the channels' intake records concurrent deliveries in one commit",
 		"registry":    "the runtime keeps feedback as registry.Feedback, automations in registry.Automations, and the channels' deliveries and outbox in registry.Channels",
 	},
 }

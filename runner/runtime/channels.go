@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"svc/agent"
+	"svc/groupcommit"
 	"svc/registry"
 	"svc/runner/access"
 	"svc/runner/approvals"
@@ -67,7 +68,7 @@ type Channels struct {
 	Record func(ctx context.Context, ds []Delivery) ([]Recorded, error)
 
 	batchOnce sync.Once
-	batch     *intakeBatcher
+	batch     *groupcommit.Group[Delivery, Recorded]
 	acks      atomic.Int64 // deliveries being acknowledged by the runtimes of this host
 }
 
@@ -351,7 +352,7 @@ func (c *channelRoutes) forget(ctx context.Context, channel, id string) {
 // platform's retry is taken, and the answer is 503.
 func (c *channelRoutes) accept(w http.ResponseWriter, r *http.Request, m *channels.Message) error {
 	c.pruneNowAndThen(r.Context())
-	rec, err := c.host.batcher().do(Delivery{AgentID: c.agentID, Message: m})
+	rec, err := c.host.record(Delivery{AgentID: c.agentID, Message: m})
 	if err != nil {
 		c.log.ErrorContext(r.Context(), "channels: record a delivery", "channel", m.Channel, "delivery_id", m.DeliveryID, "err", err)
 		return &APIError{Code: CodeBusy, Message: "the message could not be queued; retry"}

@@ -2,9 +2,9 @@ package runtime
 
 import (
 	"context"
-	"sync"
 	"time"
 
+	"svc/groupcommit"
 	"svc/registry"
 	"svc/runner/channels"
 )
@@ -36,73 +36,6 @@ const maxIntakeBatch = 256
 // of their contexts ends it.
 const recordTimeout = 30 * time.Second
 
-// intakeBatcher records concurrent deliveries together (group commit): a delivery that comes
-// while a batch is being recorded waits for the next batch, which takes every delivery that
-// came meanwhile; a delivery that comes alone is recorded at once, with no timer.
-type intakeBatcher struct {
-	record func(ctx context.Context, ds []Delivery) ([]Recorded, error)
-
-	mu      sync.Mutex
-	pending []*intakeCall
-	running bool // a goroutine records batches until pending is empty
-}
-
-// intakeCall is a delivery waiting for its batch.
-type intakeCall struct {
-	d    Delivery
-	res  Recorded
-	err  error
-	done chan struct{}
-}
-
-// do records d with whatever deliveries come at the same time, and says what was done with it.
-func (b *intakeBatcher) do(d Delivery) (Recorded, error) {
-	call := &intakeCall{d: d, done: make(chan struct{})}
-	b.mu.Lock()
-	b.pending = append(b.pending, call)
-	if !b.running {
-		b.running = true
-		go b.loop()
-	}
-	b.mu.Unlock()
-	<-call.done
-	return call.res, call.err
-}
-
-// loop records the pending deliveries, a batch at a time, until none is left.
-func (b *intakeBatcher) loop() {
-	for {
-		b.mu.Lock()
-		n := min(len(b.pending), maxIntakeBatch)
-		if n == 0 {
-			b.running = false
-			b.mu.Unlock()
-			return
-		}
-		batch := b.pending[:n:n]
-		b.pending = b.pending[n:]
-		if len(b.pending) == 0 {
-			b.pending = nil
-		}
-		b.mu.Unlock()
-		ds := make([]Delivery, len(batch))
-		for i, c := range batch {
-			ds[i] = c.d
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-		res, err := b.record(ctx, ds)
-		cancel()
-		for i, c := range batch {
-			if err != nil {
-				c.err = err
-			} else {
-				c.res = res[i]
-			}
-			close(c.done)
-		}
-	}
-}
-
 // recordDeliveries is the Channels.Record of a host that sets none: the deliveries in one
 // commit of the store, their turns left to Turn.
 func recordDeliveries(store *registry.Channels) func(ctx context.Context, ds []Delivery) ([]Recorded, error) {
@@ -130,14 +63,20 @@ func DeliveryKeys(ds []Delivery) []registry.DeliveryKey {
 	return keys
 }
 
-// batcher is the host's intake batcher, shared by the runtimes of the process.
-func (h *Channels) batcher() *intakeBatcher {
+// record records d with whatever deliveries come at the same time (a group commit: one
+// commit for all, which serves many requests, so none of their contexts ends it), and says
+// what was done with it.
+func (h *Channels) record(d Delivery) (Recorded, error) {
 	h.batchOnce.Do(func() {
 		record := h.Record
 		if record == nil {
 			record = recordDeliveries(h.Store)
 		}
-		h.batch = &intakeBatcher{record: record}
+		h.batch = &groupcommit.Group[Delivery, Recorded]{Max: maxIntakeBatch, Run: func(ds []Delivery) ([]Recorded, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+			defer cancel()
+			return record(ctx, ds)
+		}}
 	})
-	return h.batch
+	return h.batch.Do(d)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"svc/groupcommit"
 	"svc/migrations"
 	"svc/workers"
 )
@@ -66,6 +67,7 @@ func (q *Queue) Run(ctx context.Context, mux *workers.ServeMux) error {
 		id:   claimPrefix(q.cfg.Instance) + newID()[:8],
 		base: context.WithoutCancel(ctx),
 	}
+	r.done.Run = r.markDone
 	if q.cfg.Instance != "" {
 		r.reclaimPredecessors()
 	}
@@ -81,21 +83,13 @@ type run struct {
 	seq  int // claims so far; only the dispatcher touches it
 	base context.Context
 
-	// The done marks of finished jobs, committed a group at a time (finish).
-	doneMu      sync.Mutex
-	doneBusy    bool        // a worker is storing a group
-	donePending []*doneMark // the marks that wait for the next group
+	// The done marks of finished jobs, committed a group at a time (finish): whether each job
+	// was still this worker's.
+	done groupcommit.Group[doneMark, bool]
 }
 
-// doneMark is one finished job waiting for its done mark to be stored.
-type doneMark struct {
-	id, workerID string
-	owned        bool
-	err          error
-	// wake receives nil once the mark is stored (owned, err set), or the next group, this mark
-	// first, for this worker to store.
-	wake chan []*doneMark
-}
+// doneMark is one finished job whose done mark is to be stored.
+type doneMark struct{ id, workerID string }
 
 // loop claims jobs while it has free slots, then sleeps until a wake-up, a freed slot or the
 // poll interval. On ctx done it waits for its workers.
@@ -270,47 +264,21 @@ func (r *run) call(ctx context.Context, t workers.Task, j *job, log *slog.Logger
 }
 
 // finish marks j done, and returns once the mark is stored. Marks are stored a group at a time
-// (a group commit): a worker that finds no mark being stored stores its own; those that
-// finish meanwhile wait, and the first of them stores them all in one statement when the
-// statement before is done. A statement (and, on SQLite, a commit) per job was a tenth of a
-// busy lane's CPU; a mark waits at most for the statement before its own.
+// (groupcommit): a statement (and, on SQLite, a commit) per job was a tenth of a busy lane's
+// CPU; a mark waits at most for the statement before its own.
 func (r *run) finish(j *job, workerID string, log *slog.Logger) {
-	m := &doneMark{id: j.ID, workerID: workerID, wake: make(chan []*doneMark, 1)}
-	r.doneMu.Lock()
-	group := []*doneMark{m}
-	if r.doneBusy {
-		r.donePending = append(r.donePending, m)
-		r.doneMu.Unlock()
-		group = <-m.wake
-	} else {
-		r.doneBusy = true
-		r.doneMu.Unlock()
-	}
-	if group != nil {
-		r.markDone(group)
-		for _, o := range group[1:] {
-			o.wake <- nil
-		}
-		r.doneMu.Lock()
-		next := r.donePending
-		r.donePending = nil
-		r.doneBusy = len(next) > 0
-		r.doneMu.Unlock()
-		if len(next) > 0 {
-			next[0].wake <- next // its worker stores the group that gathered meanwhile
-		}
-	}
-	r.logOutcome(log, "mark job done", m.owned, m.err)
+	owned, err := r.done.Do(doneMark{id: j.ID, workerID: workerID})
+	r.logOutcome(log, "mark job done", owned, err)
 }
 
-// markDone stores the done marks of group in one statement, recording in each whether it still
-// owned its job.
-func (r *run) markDone(group []*doneMark) {
+// markDone stores the done marks of group in one statement, and says of each whether its
+// worker still owned its job.
+func (r *run) markDone(group []doneMark) ([]bool, error) {
 	if len(group) == 1 {
 		m := group[0]
-		m.owned, m.err = r.update(`UPDATE jobs SET state = 'done', lease_until = NULL, updated_at = ?
+		owned, err := r.update(`UPDATE jobs SET state = 'done', lease_until = NULL, updated_at = ?
 			WHERE id = ? AND worker_id = ? AND state = 'running'`, r.q.now(), m.id, m.workerID)
-		return
+		return []bool{owned}, err
 	}
 	var q strings.Builder
 	q.WriteString(`UPDATE jobs SET state = 'done', lease_until = NULL, updated_at = ? WHERE state = 'running' AND (`)
@@ -327,14 +295,18 @@ func (r *run) markDone(group []*doneMark) {
 	ctx, cancel := context.WithTimeout(r.base, dbTimeout)
 	defer cancel()
 	var ids []string
-	err := r.q.db.WithContext(ctx).Raw(q.String(), args...).Scan(&ids).Error
+	if err := r.q.db.WithContext(ctx).Raw(q.String(), args...).Scan(&ids).Error; err != nil {
+		return nil, err
+	}
 	owned := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		owned[id] = true
 	}
-	for _, m := range group {
-		m.owned, m.err = owned[m.id], err
+	res := make([]bool, len(group))
+	for i, m := range group {
+		res[i] = owned[m.id]
 	}
+	return res, nil
 }
 
 func (r *run) retry(j *job, workerID string, cause error, log *slog.Logger) {
