@@ -282,7 +282,7 @@ func (s *Channels) SeeDeliveries(ctx context.Context, keys []DeliveryKey, within
 		return dup, nil
 	}
 	sql.WriteString(" ON CONFLICT DO NOTHING RETURNING agent_id, channel, delivery_id")
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	record := func(tx *gorm.DB) error {
 		var added []DeliveryKey
 		if err := tx.Raw(sql.String(), args...).Scan(&added).Error; err != nil {
 			return fmt.Errorf("record %d channel deliveries: %w", len(first), err)
@@ -307,7 +307,13 @@ func (s *Channels) SeeDeliveries(ctx context.Context, keys []DeliveryKey, within
 			return nil
 		}
 		return within(tx, recordedNow)
-	})
+	}
+	if within == nil {
+		// One statement commits by itself: no BEGIN and COMMIT round trips.
+		err = record(s.db.WithContext(ctx))
+	} else {
+		err = s.db.WithContext(ctx).Transaction(record)
+	}
 	if err != nil {
 		return nil, err
 	}
