@@ -189,3 +189,52 @@ func TestChannelQuestions(t *testing.T) {
 		}
 	})
 }
+
+// A delivery recorded with its turn keeps it until TurnsQueued; PendingTurns lists those
+// recorded before a time, oldest first; a duplicate keeps the first delivery's turn.
+func TestChannelPendingTurns(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		s := registry.NewChannels(db)
+		key := func(id string) registry.DeliveryKey {
+			return registry.DeliveryKey{AgentID: "ag1", Channel: "slack", DeliveryID: id}
+		}
+		if _, err := s.SeeDeliveriesPending(ctx, []registry.DeliveryKey{key("Ev1")}, nil); err == nil {
+			t.Fatal("SeeDeliveriesPending with no turns: no error")
+		}
+		dup, err := s.SeeDeliveriesPending(ctx, []registry.DeliveryKey{key("Ev1"), key("Ev2")}, [][]byte{[]byte(`{"n":1}`), []byte(`{"n":2}`)})
+		if err != nil || !slices.Equal(dup, []bool{false, false}) {
+			t.Fatalf("SeeDeliveriesPending = %v, %v", dup, err)
+		}
+		dup, err = s.SeeDeliveriesPending(ctx, []registry.DeliveryKey{key("Ev2"), key("Ev3")}, [][]byte{[]byte(`{"n":"again"}`), []byte(`{"n":3}`)})
+		if err != nil || !slices.Equal(dup, []bool{true, false}) {
+			t.Fatalf("SeeDeliveriesPending again = %v, %v", dup, err)
+		}
+		if _, err := s.SeeDelivery(ctx, "ag1", "slack", "Ev4"); err != nil { // no turn
+			t.Fatal(err)
+		}
+		if got, err := s.PendingTurns(ctx, time.Now().Add(-time.Hour), 10); err != nil || len(got) != 0 {
+			t.Fatalf("PendingTurns an hour ago = %+v, %v; want none", got, err)
+		}
+		got, err := s.PendingTurns(ctx, time.Now().Add(time.Hour), 10)
+		if err != nil || len(got) != 3 {
+			t.Fatalf("PendingTurns = %+v, %v; want Ev1, Ev2, Ev3", got, err)
+		}
+		turns := map[string]string{}
+		for _, p := range got {
+			turns[p.DeliveryID] = string(p.Turn)
+		}
+		if turns["Ev1"] != `{"n":1}` || turns["Ev2"] != `{"n":2}` || turns["Ev3"] != `{"n":3}` {
+			t.Errorf("pending turns %v", turns)
+		}
+		if err := s.TurnsQueued(ctx, []registry.DeliveryKey{key("Ev1"), key("Ev3")}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.PendingTurns(ctx, time.Now().Add(time.Hour), 10); err != nil || len(got) != 1 || got[0].DeliveryID != "Ev2" {
+			t.Errorf("PendingTurns after TurnsQueued = %+v, %v; want Ev2", got, err)
+		}
+		if got, err := s.PendingTurns(ctx, time.Now().Add(time.Hour), 0); err != nil || len(got) != 0 {
+			t.Errorf("PendingTurns limit 0 = %+v, %v", got, err)
+		}
+	})
+}

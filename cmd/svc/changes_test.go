@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-
-	"svc/migrations/dbtest"
 )
 
 // countGets is a go-redis hook that counts GET commands.
@@ -30,14 +28,8 @@ func (h *countGets) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // The routers' reads of the change counter: a burst of concurrent requests shares a few GETs,
 // and a read that starts after a change sees it.
 func TestDeploymentChangesShareReads(t *testing.T) {
-	opt := dbtest.Redis(t).Options()
-	opt.DB = 13 // the key is a fixed name: a database no other test uses
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb, _ := redisDatabase(t, 13) // the key is a fixed name: a database of its own
 	ctx := context.Background()
-	if err := rdb.Del(ctx, changesKey).Err(); err != nil {
-		t.Fatal(err)
-	}
 	hook := &countGets{}
 	rdb.AddHook(hook)
 	read := deploymentChanges(rdb)
