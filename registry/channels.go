@@ -260,77 +260,11 @@ type DeliveryKey struct {
 // there are any): what it writes commits with them (the embedded queue enqueues their turns
 // so). An error of within, or of the transaction, records nothing.
 func (s *Channels) SeeDeliveries(ctx context.Context, keys []DeliveryKey, within func(tx *gorm.DB, recorded []int) error) (duplicate []bool, err error) {
-	return s.seeDeliveries(ctx, keys, nil, within)
-}
-
-// PendingTurn is a delivery recorded with its turn waiting to be enqueued (SeeDeliveriesPending).
-type PendingTurn struct {
-	DeliveryKey
-	// Turn is the turn's payload, as given.
-	Turn   []byte
-	SeenAt time.Time
-}
-
-// SeeDeliveriesPending records deliveries as SeeDeliveries does (one statement, no within),
-// each new one with turns[i], the payload of its turn, kept until TurnsQueued says the turn is
-// enqueued: a delivery is acknowledged once recorded so, and a process that dies before
-// enqueueing its turn leaves it to PendingTurns.
-func (s *Channels) SeeDeliveriesPending(ctx context.Context, keys []DeliveryKey, turns [][]byte) (duplicate []bool, err error) {
-	if len(turns) != len(keys) {
-		return nil, fmt.Errorf("record channel deliveries: %d turns for %d deliveries", len(turns), len(keys))
-	}
-	return s.seeDeliveries(ctx, keys, turns, nil)
-}
-
-// TurnsQueued records that the turns of keys are enqueued.
-func (s *Channels) TurnsQueued(ctx context.Context, keys []DeliveryKey) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	var sql strings.Builder
-	sql.WriteString("UPDATE channel_deliveries SET turn = NULL WHERE (agent_id, channel, delivery_id) IN (")
-	args := make([]any, 0, 3*len(keys))
-	for i, k := range keys {
-		if i > 0 {
-			sql.WriteString(", ")
-		}
-		sql.WriteString("(?, ?, ?)")
-		args = append(args, k.AgentID, k.Channel, k.DeliveryID)
-	}
-	sql.WriteString(")")
-	if err := s.db.WithContext(ctx).Exec(sql.String(), args...).Error; err != nil {
-		return fmt.Errorf("mark %d channel turns enqueued: %w", len(keys), err)
-	}
-	return nil
-}
-
-// PendingTurns returns at most limit deliveries recorded before before whose turns wait to be
-// enqueued, oldest first.
-func (s *Channels) PendingTurns(ctx context.Context, before time.Time, limit int) ([]PendingTurn, error) {
-	var rows []struct {
-		AgentID, Channel, DeliveryID string
-		Turn                         string
-		SeenAt                       time.Time
-	}
-	err := s.db.WithContext(ctx).Table("channel_deliveries").Select("agent_id, channel, delivery_id, turn, seen_at").
-		Where("turn IS NOT NULL AND seen_at < ?", before.UTC()).Order("seen_at").Limit(limit).Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("list pending channel turns: %w", err)
-	}
-	out := make([]PendingTurn, len(rows))
-	for i, r := range rows {
-		out[i] = PendingTurn{DeliveryKey: DeliveryKey{AgentID: r.AgentID, Channel: r.Channel, DeliveryID: r.DeliveryID}, Turn: []byte(r.Turn), SeenAt: r.SeenAt}
-	}
-	return out, nil
-}
-
-// seeDeliveries is SeeDeliveries, each new delivery with turns[i] when turns is not nil.
-func (s *Channels) seeDeliveries(ctx context.Context, keys []DeliveryKey, turns [][]byte, within func(tx *gorm.DB, recorded []int) error) (duplicate []bool, err error) {
 	dup := make([]bool, len(keys))
 	first := make(map[DeliveryKey]int, len(keys)) // the index of each key's first occurrence
 	var sql strings.Builder
 	var args []any
-	sql.WriteString("INSERT INTO channel_deliveries (agent_id, channel, delivery_id, seen_at, turn) VALUES ")
+	sql.WriteString("INSERT INTO channel_deliveries (agent_id, channel, delivery_id, seen_at) VALUES ")
 	now := s.now()
 	for i, k := range keys {
 		if _, ok := first[k]; ok {
@@ -341,12 +275,8 @@ func (s *Channels) seeDeliveries(ctx context.Context, keys []DeliveryKey, turns 
 		if len(args) > 0 {
 			sql.WriteString(", ")
 		}
-		sql.WriteString("(?, ?, ?, ?, ?)")
-		var turn any // NULL
-		if turns != nil {
-			turn = string(turns[i])
-		}
-		args = append(args, k.AgentID, k.Channel, k.DeliveryID, now, turn)
+		sql.WriteString("(?, ?, ?, ?)")
+		args = append(args, k.AgentID, k.Channel, k.DeliveryID, now)
 	}
 	if len(args) == 0 {
 		return dup, nil

@@ -45,17 +45,9 @@ func ChannelTurnTask(t ChannelTurn) (Task, []Option, error) {
 	if err != nil {
 		return Task{}, nil, fmt.Errorf("encode channel turn: %w", err)
 	}
-	return ChannelTurnTaskOf(t.AgentID, t.Channel, t.DeliveryID, p), ChannelTurnOptions(), nil
+	id := "channel:turn:" + t.AgentID + ":" + t.Channel + ":" + t.DeliveryID
+	return Task{Type: TaskChannelTurn, Payload: p, ID: id}, []Option{MaxRetry(channelTurnRetries)}, nil
 }
-
-// ChannelTurnTaskOf is the task of a delivery's turn whose payload, a ChannelTurn as JSON, is p:
-// one task ID per delivery, so that it is enqueued once while it is pending or running.
-func ChannelTurnTaskOf(agentID, channel, deliveryID string, p []byte) Task {
-	return Task{Type: TaskChannelTurn, Payload: p, ID: "channel:turn:" + agentID + ":" + channel + ":" + deliveryID}
-}
-
-// ChannelTurnOptions are the options a channel turn is enqueued with.
-func ChannelTurnOptions() []Option { return []Option{MaxRetry(channelTurnRetries)} }
 
 // EnqueueChannelTurn enqueues the turn of a delivery, once while it is pending or running.
 func EnqueueChannelTurn(ctx context.Context, q Queue, t ChannelTurn) error {

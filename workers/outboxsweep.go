@@ -38,8 +38,28 @@ type OutboxSweeper struct {
 
 // Run sweeps every Every until ctx is done.
 func (s *OutboxSweeper) Run(ctx context.Context) error {
-	return sweepEvery(ctx, s.Every, DefaultOutboxSweep, s.Logger, s.Sweep,
-		"channel outbox sweep", "channel outbox sweep: replies whose sending was lost are queued again")
+	every := s.Every
+	if every <= 0 {
+		every = DefaultOutboxSweep
+	}
+	log := s.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if n, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("channel outbox sweep", "requeued", n, "err", err)
+		} else if n > 0 {
+			log.Info("channel outbox sweep: replies whose sending was lost are queued again", "entries", n)
+		}
+	}
 }
 
 // Sweep enqueues again the sending of the stale entries (at most 500 a sweep), one channel:send

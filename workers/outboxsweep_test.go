@@ -3,7 +3,6 @@ package workers_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -47,56 +46,5 @@ func TestOutboxSweeper(t *testing.T) {
 	now = time.Now()
 	if n, err := s.Sweep(ctx); err != nil || n != 0 || len(q.tasks) != 1 {
 		t.Errorf("second Sweep = %d, %v, %d tasks; want nothing more", n, err, len(q.tasks))
-	}
-}
-
-// failQueue refuses every task.
-type failQueue struct{ recordQueue }
-
-func (q *failQueue) Enqueue(context.Context, workers.Task, ...workers.Option) error {
-	return errors.New("redis down")
-}
-
-// A delivery's pending turn is enqueued once, and stays pending when its enqueue fails, for
-// the sweep, which takes it once it is stale.
-func TestChannelTurns(t *testing.T) {
-	ctx := context.Background()
-	store := registry.NewChannels(dbtest.SQLite(t))
-	turn := func(id string) (registry.DeliveryKey, []byte) {
-		p, err := json.Marshal(workers.ChannelTurn{AgentID: "ag1", Channel: "slack", DeliveryID: id, Message: json.RawMessage(`{"text":"hi"}`)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return registry.DeliveryKey{AgentID: "ag1", Channel: "slack", DeliveryID: id}, p
-	}
-	k1, p1 := turn("Ev1")
-	k2, p2 := turn("Ev2")
-	if _, err := store.SeeDeliveriesPending(ctx, []registry.DeliveryKey{k1, k2}, [][]byte{p1, p2}); err != nil {
-		t.Fatal(err)
-	}
-	// Redis is down when the runner enqueues Ev2: it stays pending.
-	down := &workers.ChannelTurns{Store: store, Queue: &failQueue{}}
-	if n, err := down.Enqueue(ctx, []registry.PendingTurn{{DeliveryKey: k2, Turn: p2}}); err == nil || n != 0 {
-		t.Fatalf("Enqueue with the queue down = %d, %v; want an error", n, err)
-	}
-	q := &recordQueue{}
-	now := time.Now()
-	c := &workers.ChannelTurns{Store: store, Queue: q, Stale: time.Minute, Now: func() time.Time { return now }}
-	if n, err := c.Enqueue(ctx, []registry.PendingTurn{{DeliveryKey: k1, Turn: p1}}); err != nil || n != 1 {
-		t.Fatalf("Enqueue = %d, %v", n, err)
-	}
-	if len(q.tasks) != 1 || q.tasks[0].Type != workers.TaskChannelTurn || string(q.tasks[0].Payload) != string(p1) ||
-		q.tasks[0].ID != "channel:turn:ag1:slack:Ev1" || q.opts[0].MaxRetry == 0 {
-		t.Fatalf("enqueued %+v with %+v; want the turn of Ev1, as EnqueueChannelTurn enqueues it", q.tasks, q.opts)
-	}
-	if n, err := c.Sweep(ctx); err != nil || n != 0 {
-		t.Fatalf("Sweep within the window = %d, %v; want nothing", n, err)
-	}
-	now = now.Add(2 * time.Minute)
-	if n, err := c.Sweep(ctx); err != nil || n != 1 || len(q.tasks) != 2 || q.tasks[1].ID != "channel:turn:ag1:slack:Ev2" {
-		t.Fatalf("Sweep = %d, %v, tasks %+v; want the turn of Ev2", n, err, q.tasks)
-	}
-	if n, err := c.Sweep(ctx); err != nil || n != 0 {
-		t.Errorf("second Sweep = %d, %v; want nothing left", n, err)
 	}
 }

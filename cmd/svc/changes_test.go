@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"svc/migrations/dbtest"
 )
 
 // countGets is a go-redis hook that counts GET commands.
@@ -28,8 +30,14 @@ func (h *countGets) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // The routers' reads of the change counter: a burst of concurrent requests shares a few GETs,
 // and a read that starts after a change sees it.
 func TestDeploymentChangesShareReads(t *testing.T) {
-	rdb, _ := redisDatabase(t, 13) // the key is a fixed name: a database of its own
+	opt := dbtest.Redis(t).Options()
+	opt.DB = 13 // the key is a fixed name: a database no other test uses
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
+	if err := rdb.Del(ctx, changesKey).Err(); err != nil {
+		t.Fatal(err)
+	}
 	hook := &countGets{}
 	rdb.AddHook(hook)
 	read := deploymentChanges(rdb)

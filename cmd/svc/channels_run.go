@@ -45,88 +45,45 @@ func (p *platform) channelHost() *runtime.Channels {
 	}
 }
 
-// recordDeliveries records a batch of accepted deliveries in one commit, each with its turn,
-// so that a delivery is acknowledged once both are stored. On the embedded queue (its jobs in
-// the same database) the turns are enqueued in that commit. On another queue (Redis) each
-// delivery is recorded with its turn pending, and the turns are enqueued after the batch's
-// acknowledgements (dispatchTurns), off the path of the 200: a process that dies before leaves
-// them to the sweep (workers.ChannelTurns), and a failed enqueue is retried by us, not by the
-// platform.
+// recordDeliveries records a batch of accepted deliveries in one commit. On the embedded queue
+// (its jobs in the same database) their turns are enqueued in that commit too: a delivery is
+// recorded with its turn or not at all. Otherwise (Redis) the turns are left to Channels.Turn,
+// after the commit (nil: the runtime's default).
 func (p *platform) recordDeliveries() func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
+	q, ok := p.turns.(*dbqueue.Queue)
+	if !ok {
+		return nil
+	}
 	return func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
-		keys := runtime.DeliveryKeys(ds)
-		turns := make([][]byte, len(ds))
-		for i, d := range ds {
-			msg, err := json.Marshal(d.Message)
-			if err != nil {
-				return nil, fmt.Errorf("encode a channel message: %w", err)
-			}
-			if turns[i], err = json.Marshal(workers.ChannelTurn{AgentID: d.AgentID, Channel: keys[i].Channel, DeliveryID: keys[i].DeliveryID, Message: msg}); err != nil {
-				return nil, fmt.Errorf("encode a channel turn: %w", err)
-			}
-		}
-		var dup []bool
-		var err error
-		q, embedded := p.turns.(*dbqueue.Queue)
-		if embedded {
-			dup, err = p.stores.Channels.SeeDeliveries(ctx, keys, func(tx *gorm.DB, recorded []int) error {
-				tasks := make([]workers.Task, len(recorded))
-				for j, i := range recorded {
-					tasks[j] = workers.ChannelTurnTaskOf(keys[i].AgentID, keys[i].Channel, keys[i].DeliveryID, turns[i])
+		dup, err := p.stores.Channels.SeeDeliveries(ctx, runtime.DeliveryKeys(ds), func(tx *gorm.DB, recorded []int) error {
+			tasks := make([]workers.Task, len(recorded))
+			var opts []workers.Option
+			for j, i := range recorded {
+				m := ds[i].Message
+				msg, err := json.Marshal(m)
+				if err != nil {
+					return fmt.Errorf("encode a channel message: %w", err)
 				}
-				_, err := q.EnqueueManyTx(ctx, tx, tasks, workers.ChannelTurnOptions()...) // a duplicate: the turn is queued already
-				return err
-			})
-		} else {
-			dup, err = p.stores.Channels.SeeDeliveriesPending(ctx, keys, turns)
-		}
+				if tasks[j], opts, err = workers.ChannelTurnTask(workers.ChannelTurn{AgentID: ds[i].AgentID, Channel: string(m.Channel), DeliveryID: m.DeliveryID, Message: msg}); err != nil {
+					return err
+				}
+			}
+			_, err := q.EnqueueManyTx(ctx, tx, tasks, opts...) // a duplicate: the turn is queued already
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
+		q.Wake()
 		res := make([]runtime.Recorded, len(ds))
-		var pending []registry.PendingTurn
 		for i, d := range dup {
 			res[i] = runtime.RecordedQueued
-			switch {
-			case d:
+			if d {
 				res[i] = runtime.RecordedDuplicate
-			case !embedded:
-				pending = append(pending, registry.PendingTurn{DeliveryKey: keys[i], Turn: turns[i]})
 			}
-		}
-		if embedded {
-			q.Wake()
-		} else if len(pending) > 0 {
-			p.dispatchTurns(pending)
 		}
 		return res, nil
 	}
-}
-
-// dispatchTurns enqueues the pending turns of deliveries just recorded, in the background, once
-// the deliveries this process is acknowledging are answered (at most ackPriority later): under
-// a burst the enqueues do not share the CPU with the acknowledgements. platform.close waits
-// for them.
-func (p *platform) dispatchTurns(pending []registry.PendingTurn) {
-	p.dispatching.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), dispatchTimeout)
-		defer cancel()
-		if p.chans != nil {
-			p.chans.AfterAcks(ctx, ackPriority)
-		}
-		faults.Point("channel.dispatch")
-		if _, err := p.channelTurns().Enqueue(ctx, pending); err != nil {
-			p.log.Warn("enqueue channel turns; the sweep enqueues those left", "turns", len(pending), "err", err)
-		}
-	})
-}
-
-// dispatchTimeout bounds the enqueueing of a batch's turns; those left are the sweep's.
-const dispatchTimeout = 30 * time.Second
-
-// channelTurns enqueues pending channel turns and sweeps those left (workers.ChannelTurns).
-func (p *platform) channelTurns() *workers.ChannelTurns {
-	return &workers.ChannelTurns{Store: p.stores.Channels, Queue: p.turns, Logger: p.log}
 }
 
 // channelRunner is the part of a runtime the channel tasks use.

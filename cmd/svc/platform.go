@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,12 +51,10 @@ type platform struct {
 	// revocations verifies runtime tokens and refuses those of revoked minters (runners).
 	revocations *auth.Revocations
 	// keys checks ak_ agent API keys for the runtimes (runners): cached, with revocations polled.
-	keys  *auth.Keys
-	queue workers.Queue
-	turns workers.Queue // the lane of the turns the platform runs itself (turnTasks)
-	// dispatching counts the enqueues of channel turns in flight (dispatchTurns); close waits.
-	dispatching sync.WaitGroup
-	closers     []func() error
+	keys    *auth.Keys
+	queue   workers.Queue
+	turns   workers.Queue // the lane of the turns the platform runs itself (turnTasks)
+	closers []func() error
 	// metrics is the process's Prometheus registry: the API's and the runtimes' metrics, on
 	// GET /metrics of the platform's host (and of a runner's own host).
 	metrics      *prometheus.Registry
@@ -313,7 +310,6 @@ func (p *platform) credentials() builder.Credentials {
 }
 
 func (p *platform) close() {
-	p.dispatching.Wait() // before the queue they enqueue on is closed
 	for i := len(p.closers) - 1; i >= 0; i-- {
 		if err := p.closers[i](); err != nil && !errors.Is(err, context.Canceled) {
 			p.log.Warn("close", "err", err)

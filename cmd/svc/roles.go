@@ -374,7 +374,6 @@ func (p *platform) runQueue(ctx context.Context, commits *workers.CommitCache, r
 	// Replies whose channel:send task was lost are sent all the same.
 	outbox := &workers.OutboxSweeper{Store: p.stores.Channels, Queue: p.turns, Logger: p.log}
 	return runGroup(ctx,
-		p.channelTurns().Run, // the turns of acknowledged deliveries whose enqueue was lost
 		func(ctx context.Context) error { return p.queue.Run(ctx, p.buildMux(commits, runs)) },
 		func(ctx context.Context) error { return p.turns.Run(ctx, turns) },
 		scheduler.Run,
