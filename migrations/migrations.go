@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"testing/fstest"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -141,6 +142,13 @@ func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 		sqlDB.SetMaxIdleConns(8)
 	} else {
 		sqlDB.SetMaxOpenConns(32)
+		// Kept open too: with database/sql's default of 2 idle, every burst of concurrent
+		// queries (a batch of channel turns, a page of automation fires) closed all but 2 of
+		// its connections and the next burst opened them again, each a new Postgres backend
+		// process (a fork and an authentication: more CPU than the queries). A connection idle
+		// for 5 minutes is let go, so a quiet process does not hold 32 backends.
+		sqlDB.SetMaxIdleConns(32)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		_ = sqlDB.Close() // the ping error is the one worth reporting
