@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -77,4 +78,30 @@ func TestOpenRejectsBadURL(t *testing.T) {
 	if _, err := migrations.Open(context.Background(), "sqlite:/tmp/x.db?mode=ro"); !errors.Is(err, migrations.ErrBadURL) {
 		t.Fatalf("Open(params) err = %v, want ErrBadURL", err)
 	}
+}
+
+// The connections a burst of concurrent queries opened stay open for the next burst (up to
+// the pool's size): on Postgres a reopened connection is a new backend process.
+func TestOpenKeepsConnections(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		sqlDB, err := db.DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var conns []*sql.Conn
+		for range 8 {
+			c, err := sqlDB.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			_ = c.Close() // back to the pool
+		}
+		if s := sqlDB.Stats(); s.MaxIdleClosed != 0 || s.Idle < 8 {
+			t.Errorf("after 8 concurrent connections: %d closed as idle beyond the limit, %d idle; want none closed, 8 idle", s.MaxIdleClosed, s.Idle)
+		}
+	})
 }
