@@ -92,7 +92,8 @@ func WhereJSONKey(tx *gorm.DB, column, key, value string) *gorm.DB {
 //
 // A url starting with postgres:// or postgresql:// is Postgres; sqlite:PATH or a plain file path
 // is SQLite (created when missing). SQLite runs in WAL mode with a busy timeout and immediate
-// transactions, so that concurrent writers queue instead of failing.
+// transactions, so that concurrent writers queue instead of failing; the writers of this
+// process queue on a lock of their own first, handed over at once (sqlitelock.go).
 func Open(ctx context.Context, url string) (*gorm.DB, error) {
 	db, err := OpenRaw(ctx, url)
 	if err != nil {
@@ -123,7 +124,8 @@ func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 			return nil, fmt.Errorf("%w: sqlite path %q must not carry parameters", ErrBadURL, path)
 		}
 		createPrivate(path)
-		dialector = sqliteDialector{sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn}).(*sqlite.Dialector)}
+		conn := sql.OpenDB(newLockedConnector(path, dsn)) // writers queue on a lock of this process (sqlitelock.go)
+		dialector = sqliteDialector{sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn, Conn: conn}).(*sqlite.Dialector)}
 	}
 	db, err := gorm.Open(dialector, cfg)
 	if err != nil {
