@@ -105,3 +105,15 @@ func TestOpenKeepsConnections(t *testing.T) {
 		}
 	})
 }
+
+// Statements are explained (for gorm's trace, on every Scan) without their arguments.
+func TestExplainLeavesArgumentsOut(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
+		if got := db.Dialector.Explain("SELECT * FROM secrets WHERE value = ?", "hunter2"); got != "SELECT * FROM secrets WHERE value = ?" {
+			t.Errorf("Explain = %q, want the statement with its placeholder", got)
+		}
+		if migrations.DialectOf(db) == migrations.Postgres && db.Dialector.Name() != "postgres" {
+			t.Errorf("dialector name %q", db.Dialector.Name())
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -188,4 +189,29 @@ func TestChannelQuestions(t *testing.T) {
 			t.Errorf("PruneQuestions = %d, %v; want 1", n, err)
 		}
 	})
+}
+
+// BenchmarkSeeDeliveries records a batch of 200 new deliveries per op, as the channels'
+// intake does under a burst.
+//
+//	go test -run '^$' -bench BenchmarkSeeDeliveries -benchtime 200x ./registry/
+func BenchmarkSeeDeliveries(b *testing.B) {
+	for name, open := range map[string]func(testing.TB) *gorm.DB{"sqlite": dbtest.SQLite, "postgres": dbtest.Postgres} {
+		b.Run(name, func(b *testing.B) {
+			s := registry.NewChannels(open(b))
+			ctx := context.Background()
+			keys := make([]registry.DeliveryKey, 200)
+			n := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				for i := range keys {
+					n++
+					keys[i] = registry.DeliveryKey{AgentID: "ag1", Channel: "slack", DeliveryID: fmt.Sprintf("Ev%08d", n)}
+				}
+				if _, err := s.SeeDeliveries(ctx, keys, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
