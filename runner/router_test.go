@@ -63,21 +63,11 @@ func (h healthRuntime) Close(context.Context) error { h.closed.Add(1); return ni
 func TestRouterFollowsActivation(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		now := time.Now().UTC()
-		if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?), ('a2','idle','Idle',?,?)`, now, now, now, now).Error; err != nil {
-			t.Fatal(err)
-		}
 		deps := registry.NewDeployments(db)
-		build := func(env, commit string, activate bool) registry.Deployment {
-			st, err := deps.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: env, Commit: commit})
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: activate})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
+		build := acmeBuilds(t, db, deps)
+		now := time.Now().UTC()
+		if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a2','idle','Idle',?,?)`, now, now).Error; err != nil {
+			t.Fatal(err)
 		}
 		var loads, closed atomic.Int32
 		router, err := runner.NewRouter(runner.Config{
@@ -364,26 +354,22 @@ func (c *countingResolver) ForHost(ctx context.Context, slug, deployID string) (
 	return d, err
 }
 
-// TestRouterKeepsHostsUntilAChange: a host's deployment is read once and then answered from
-// memory; a promote, activate or rollback through the registry is seen by the very next request,
-// a change committed by another process (written to the database behind the registry's back)
-
 // acmeBuilds adds the agent a1 (slug acme) to db and returns a function that builds one of its
-// commits in an environment through deps, ready and active there.
-func acmeBuilds(t *testing.T, db *gorm.DB, deps *registry.Deployments) func(env, commit string) registry.Deployment {
+// commits in an environment through deps, ready there, and active there when activate is set.
+func acmeBuilds(t *testing.T, db *gorm.DB, deps *registry.Deployments) func(env, commit string, activate bool) registry.Deployment {
 	t.Helper()
 	now := time.Now().UTC()
 	if err := db.Exec(`INSERT INTO agents (id, slug, name, created_at, updated_at) VALUES ('a1','acme','Acme',?,?)`, now, now).Error; err != nil {
 		t.Fatal(err)
 	}
-	return func(env, commit string) registry.Deployment {
+	return func(env, commit string, activate bool) registry.Deployment {
 		t.Helper()
 		ctx := context.Background()
 		st, err := deps.StartBuild(ctx, registry.BuildRequest{AgentID: "a1", Environment: env, Commit: commit})
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: true})
+		d, err := deps.FinishBuild(ctx, st.Build.ID, registry.BuildOutcome{Steps: "[]", BundleKey: "bundles/acme/" + commit, Digest: "sha256:" + commit, Activate: activate})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,6 +377,9 @@ func acmeBuilds(t *testing.T, db *gorm.DB, deps *registry.Deployments) func(env,
 	}
 }
 
+// TestRouterKeepsHostsUntilAChange: a host's deployment is read once and then answered from
+// memory; a promote, activate or rollback through the registry is seen by the very next request,
+// a change committed by another process (written to the database behind the registry's back)
 // within HostTTL; a read that began before a change is never kept; unknown hosts are not kept.
 func TestRouterKeepsHostsUntilAChange(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *gorm.DB) {
@@ -434,13 +423,13 @@ func TestRouterKeepsHostsUntilAChange(t *testing.T) {
 				t.Errorf("after GET %s: %d reads of the registry, want %d", host, got, reads)
 			}
 		}
-		d1 := build("production", "c1")
+		d1 := build("production", "c1", true)
 		check("acme.apps.localhost", d1.ID, 1)
 		check("acme.apps.localhost", d1.ID, 1)
 		check("ACME.apps.localhost:8080", d1.ID, 1)
 
 		// Through the registry: seen at once.
-		staging := build("staging", "c2")
+		staging := build("staging", "c2", true)
 		check("acme.apps.localhost", d1.ID, 2)
 		promoted, err := deps.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "staging"})
 		if err != nil {
@@ -547,10 +536,10 @@ func TestRouterReadsTheSharedChangeCounter(t *testing.T) {
 				t.Errorf("%d reads of the registry, want %d", got, reads)
 			}
 		}
-		d1 := build("production", "c1")
+		d1 := build("production", "c1", true)
 		check(d1.ID, 1)
 		check(d1.ID, 1)
-		build("staging", "c2")
+		build("staging", "c2", true)
 		check(d1.ID, 2) // the counter moved: read again, same answer
 		promoted, err := other.Promote(ctx, registry.PromoteRequest{AgentID: "a1", From: "staging"})
 		if err != nil {
