@@ -125,7 +125,7 @@ func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 		}
 		createPrivate(path)
 		conn := sql.OpenDB(newLockedConnector(path, dsn)) // writers queue on a lock of this process (sqlitelock.go)
-		dialector = sqliteDialector{sqlite.New(sqlite.Config{DriverName: "sqlite", DSN: dsn, Conn: conn}).(*sqlite.Dialector)}
+		dialector = sqliteDialector{sqlite.New(sqlite.Config{Conn: conn}).(*sqlite.Dialector)}
 	}
 	db, err := gorm.Open(dialector, cfg)
 	if err != nil {

@@ -274,12 +274,6 @@ func (r *run) finish(j *job, workerID string, log *slog.Logger) {
 // markDone stores the done marks of group in one statement, and says of each whether its
 // worker still owned its job.
 func (r *run) markDone(group []doneMark) ([]bool, error) {
-	if len(group) == 1 {
-		m := group[0]
-		owned, err := r.update(`UPDATE jobs SET state = 'done', lease_until = NULL, updated_at = ?
-			WHERE id = ? AND worker_id = ? AND state = 'running'`, r.q.now(), m.id, m.workerID)
-		return []bool{owned}, err
-	}
 	var q strings.Builder
 	q.WriteString(`UPDATE jobs SET state = 'done', lease_until = NULL, updated_at = ? WHERE state = 'running' AND (`)
 	args := make([]any, 0, 1+2*len(group))
