@@ -49,6 +49,8 @@ func TestConsoleDeploymentsPaged(t *testing.T) {
 	b.run("open the agent", 30*time.Second, chromedp.Navigate(p.url+"/console/agents/"+a.AgentID))
 	rows := `document.querySelectorAll('#deployments tbody tr').length`
 	b.wait("the first page", 20*time.Second, rows+` === 20`)
+	// The environments table is filled when its own call answers, after the page is drawn.
+	b.wait("the environments table", 20*time.Second, `document.querySelector('tr[data-env="production"]') !== null`)
 	if got := evalAs[string](b, `document.querySelector('tr[data-env="production"]')?.textContent || ''`); !strings.Contains(got, oldest) {
 		t.Errorf("the environments table's production row = %q, want the active %s", got, oldest)
 	}
