@@ -337,8 +337,9 @@ func TestRouterSaysWhyARuntimeDidNotStart(t *testing.T) {
 	}
 }
 
-// countingResolver is the registry's resolver (a Watcher too) with its reads counted; while
-// hold is set, each read waits for a value on it after reading.
+// countingResolver is the registry's resolver (a Watcher too) with its reads counted once
+// they are done (a count seen means the read saw the database as it was then); while hold is
+// set, each read waits for a value on it after reading.
 type countingResolver struct {
 	*registry.Deployments
 	reads atomic.Int32
@@ -346,8 +347,8 @@ type countingResolver struct {
 }
 
 func (c *countingResolver) ForHost(ctx context.Context, slug, deployID string) (registry.Deployment, error) {
-	c.reads.Add(1)
 	d, err := c.Deployments.ForHost(ctx, slug, deployID)
+	c.reads.Add(1)
 	if h := c.hold.Load(); h != nil {
 		<-*h
 	}
