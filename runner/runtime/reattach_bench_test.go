@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"svc/runner/runtime"
+	"svc/runner/sessions/memstore"
 	"svc/runner/streams"
+	"svc/runner/streams/redisstream"
 )
 
 // BenchmarkChatStreamRedisLog is BenchmarkChatStream with the turn log in Redis (the
@@ -36,23 +38,37 @@ func (noWriter) Append(int64, []byte) {}
 func (noWriter) Close()               {}
 
 // BenchmarkReattachFirstFrame is a reconnect to a finished turn of a tool call and an answer:
-// the time from the request to its first replayed frame, p50 and p90 as metrics.
+// the time from the request to its first replayed frame, p50 and p90 as metrics. The
+// reconnect reaches the runner that ran the turn (memory, redis), or another runner sharing
+// the Redis log and the sessions (redis-other-runner).
 func BenchmarkReattachFirstFrame(b *testing.B) {
-	for _, backend := range []string{"memory", "redis"} {
+	for _, backend := range []string{"memory", "redis", "redis-other-runner"} {
 		b.Run(backend, func(b *testing.B) {
 			opts := runtime.Options{Agent: loadAgent(b, "hello")}
-			if backend == "redis" {
-				opts.TurnLog = redisTurnLog(b, 1)[0]
+			runners := 1
+			if backend == "redis-other-runner" {
+				runners = 2
+				opts.Sessions, opts.Locker, opts.SharedStore, opts.AgentID = memstore.New(), &memstore.Locks{}, true, "agt_x"
+			}
+			var logs []*redisstream.Log
+			if backend != "memory" {
+				logs = redisTurnLog(b, runners)
+				opts.TurnLog = logs[0]
 			}
 			e := start(b, opts)
 			fs := e.chat("", map[string]any{"message": strings.Repeat("word ", 50)})
 			id := sessionOf(b, fs)
+			reader := e
+			if runners == 2 {
+				opts.TurnLog = logs[1]
+				reader = start(b, opts)
+			}
 			lat := make([]time.Duration, 0, b.N)
-			client := e.srv.Client()
+			client := reader.srv.Client()
 			b.ResetTimer()
 			for b.Loop() {
 				t0 := time.Now()
-				resp, err := client.Do(e.request("GET", "/chat/sessions/"+id+"/stream?after=10", "", nil))
+				resp, err := client.Do(reader.request("GET", "/chat/sessions/"+id+"/stream?after=10", "", nil))
 				if err != nil || resp.StatusCode != http.StatusOK {
 					b.Fatalf("resume: %v %v", resp, err)
 				}

@@ -31,15 +31,16 @@ type Log struct {
 
 // turnLog is the log of one turn. Frames live back to back in arena; frame i ends at ends[i].
 type turnLog struct {
-	turn   string // set at Open, never changed
-	mu     sync.Mutex
-	arena  []byte
-	ends   []int
-	ids    []int64
-	done   bool
-	doneAt time.Time
-	wake   chan struct{} // closed by the next append or Close; nil until a reader waits
-	stop   func()
+	turn    string    // set at Open, never changed
+	started time.Time // set at Open, never changed
+	mu      sync.Mutex
+	arena   []byte
+	ends    []int
+	ids     []int64
+	done    bool
+	doneAt  time.Time
+	wake    chan struct{} // closed by the next append or Close; nil until a reader waits
+	stop    func()
 }
 
 // New returns an empty Log.
@@ -63,10 +64,15 @@ func (l *Log) Len() int {
 // Open starts the log of a new turn of session, replacing the last. stop, when not nil, is
 // what Stop calls while the turn runs.
 func (l *Log) Open(_ context.Context, session string, stop func()) (streams.Writer, error) {
-	t := &turnLog{turn: newTurnID(), stop: stop, arena: make([]byte, 0, 1024)}
+	return l.OpenTurn(session, newTurnID(), stop), nil
+}
+
+// OpenTurn is Open with the turn's id given (unique to the turn).
+func (l *Log) OpenTurn(session, turn string, stop func()) streams.Writer {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.cfg.Now()
+	t := &turnLog{turn: turn, started: now, stop: stop, arena: make([]byte, 0, 1024)}
 	if now.Sub(l.lastSweep) >= l.cfg.Retention/5 {
 		l.lastSweep = now
 		for id, old := range l.logs {
@@ -83,7 +89,30 @@ func (l *Log) Open(_ context.Context, session string, stop func()) (streams.Writ
 		old.mu.Unlock()
 	}
 	l.logs[session] = t
-	return &writer{l: l, t: t}, nil
+	return &writer{l: l, t: t}
+}
+
+// Turn describes a session's last turn.
+type Turn struct {
+	ID      string
+	Started time.Time
+	Done    bool
+}
+
+// Last describes the session's last turn; false when none ran in the last Retention.
+func (l *Log) Last(session string) (Turn, bool) {
+	l.mu.Lock()
+	t := l.logs[session]
+	l.mu.Unlock()
+	if t == nil {
+		return Turn{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l.expired(t, l.cfg.Now()) {
+		return Turn{}, false
+	}
+	return Turn{ID: t.turn, Started: t.started, Done: t.done}, true
 }
 
 // expired reports whether t's retention passed; t.mu is held.
