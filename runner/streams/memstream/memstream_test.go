@@ -93,3 +93,29 @@ func TestFollowAndExpire(t *testing.T) {
 		t.Errorf("%d logs kept", l.Len())
 	}
 }
+
+// Last describes the session's last turn, opened with the id given, while it runs and until
+// its retention passes.
+func TestLast(t *testing.T) {
+	clk := &clock{now: time.Unix(100, 0)}
+	l := memstream.New(memstream.Config{Now: clk.Now})
+	if _, ok := l.Last("s"); ok {
+		t.Fatal("a turn before any")
+	}
+	w := l.OpenTurn("s", "t1", nil)
+	if got, ok := l.Last("s"); !ok || got != (memstream.Turn{ID: "t1", Started: time.Unix(100, 0)}) {
+		t.Fatalf("running: %+v %v", got, ok)
+	}
+	clk.Add(time.Second)
+	w.Close()
+	if got, ok := l.Last("s"); !ok || !got.Done || got.ID != "t1" {
+		t.Fatalf("ended: %+v %v", got, ok)
+	}
+	if b, err := l.Read(context.Background(), "s", "", 0); err != nil || b.Turn != "t1" {
+		t.Fatalf("read: %+v %v", b, err)
+	}
+	clk.Add(streams.Retention)
+	if got, ok := l.Last("s"); ok {
+		t.Fatalf("after the retention: %+v", got)
+	}
+}

@@ -78,9 +78,7 @@ type Config struct {
 	// AskTimeout bounds the wait for the other runners' answers to a question (a runner
 	// that does not answer in time is taken to hold nothing); 0 means DefaultAskTimeout.
 	AskTimeout time.Duration
-	// Now is the clock of the turns kept in memory; nil means time.Now.
-	Now    func() time.Time
-	Logger *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Log is a streams log shared by runners over Redis. Create it with New; Close ends its
@@ -155,7 +153,7 @@ func New(ctx context.Context, cfg Config) (*Log, error) {
 		cfg.Logger = slog.Default()
 	}
 	l := &Log{
-		cfg: cfg, local: memstream.New(memstream.Config{Retention: cfg.Retention, Now: cfg.Now}), process: newTurnID(),
+		cfg: cfg, local: memstream.New(memstream.Config{Retention: cfg.Retention}), process: newTurnID(),
 		turns: map[string]*writer{}, written: map[string]writtenTurn{}, waiting: map[string]chan answer{},
 	}
 	l.sub = cfg.Redis.Subscribe(ctx, l.askChannel(), l.answerChannel(l.process))
