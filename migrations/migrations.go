@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	neturl "net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing/fstest"
 	"time"
@@ -108,12 +110,44 @@ func Open(ctx context.Context, url string) (*gorm.DB, error) {
 	return db, nil
 }
 
+// defaultPostgresPool is the number of Postgres connections a handle keeps open at most,
+// unless its URL says otherwise (pool_max_conns).
+const defaultPostgresPool = 32
+
+// maxPostgresPool bounds pool_max_conns.
+const maxPostgresPool = 1000
+
+// takePoolSize takes the parameter pool_max_conns (pgxpool's name for it) off a postgres://
+// URL: the connections the handle keeps open at most, 1 to maxPostgresPool, defaultPostgresPool
+// without it. Every process of a scale-out (and every agent store on Postgres) has a pool of
+// its own, and their sum must stay within the server's max_connections (100 by default).
+func takePoolSize(raw string) (string, int, error) {
+	u, err := neturl.Parse(raw)
+	if err != nil || !u.Query().Has("pool_max_conns") {
+		return raw, defaultPostgresPool, nil // a URL that does not parse is the driver's to report
+	}
+	q := u.Query()
+	v := q.Get("pool_max_conns")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxPostgresPool {
+		return "", 0, fmt.Errorf("%w: pool_max_conns %q must be a whole number from 1 to %d", ErrBadURL, v, maxPostgresPool)
+	}
+	q.Del("pool_max_conns")
+	u.RawQuery = q.Encode()
+	return u.String(), n, nil
+}
+
 // OpenRaw connects like Open but applies no migration.
 func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 	cfg := &gorm.Config{Logger: logger.Discard, TranslateError: true}
 	var dialector gorm.Dialector
+	pool := defaultPostgresPool
 	switch {
 	case DialectOfURL(url) == Postgres:
+		var err error
+		if url, pool, err = takePoolSize(url); err != nil {
+			return nil, err
+		}
 		dialector = postgresDialector{postgres.Open(url).(*postgres.Dialector)}
 	case url == "":
 		return nil, fmt.Errorf("%w: empty", ErrBadURL)
@@ -143,13 +177,13 @@ func OpenRaw(ctx context.Context, url string) (*gorm.DB, error) {
 		// statements again.
 		sqlDB.SetMaxIdleConns(8)
 	} else {
-		sqlDB.SetMaxOpenConns(32)
+		sqlDB.SetMaxOpenConns(pool)
 		// Kept open too: with database/sql's default of 2 idle, every burst of concurrent
 		// queries (a batch of channel turns, a page of automation fires) closed all but 2 of
 		// its connections and the next burst opened them again, each a new Postgres backend
 		// process (a fork and an authentication: more CPU than the queries). A connection idle
-		// for 5 minutes is let go, so a quiet process does not hold 32 backends.
-		sqlDB.SetMaxIdleConns(32)
+		// for 5 minutes is let go, so a quiet process does not hold its whole pool.
+		sqlDB.SetMaxIdleConns(pool)
 		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {

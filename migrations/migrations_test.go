@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +118,41 @@ func TestExplainLeavesArgumentsOut(t *testing.T) {
 			t.Errorf("dialector name %q", db.Dialector.Name())
 		}
 	})
+}
+
+// pool_max_conns on a Postgres URL sizes the handle's pool (1 to 1000) and is not sent to the
+// server; a bad value is ErrBadURL naming it.
+func TestPoolMaxConns(t *testing.T) {
+	ctx := context.Background()
+	base := dbtest.PostgresURL(t)
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	for _, n := range []int{1, 1000} {
+		db, err := migrations.OpenRaw(ctx, base+sep+"pool_max_conns="+strconv.Itoa(n))
+		if err != nil {
+			t.Fatalf("pool_max_conns=%d: %v", n, err)
+		}
+		sqlDB, _ := db.DB()
+		if got := sqlDB.Stats().MaxOpenConnections; got != n {
+			t.Errorf("pool_max_conns=%d: %d connections at most", n, got)
+		}
+		sqlDB.Close()
+	}
+	for _, v := range []string{"0", "1001", "x", ""} {
+		_, err := migrations.OpenRaw(ctx, base+sep+"pool_max_conns="+v)
+		if !errors.Is(err, migrations.ErrBadURL) || !strings.Contains(err.Error(), "pool_max_conns") {
+			t.Errorf("pool_max_conns=%q: %v, want ErrBadURL naming it", v, err)
+		}
+	}
+	db, err := migrations.OpenRaw(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, _ := db.DB()
+	defer sqlDB.Close()
+	if got := sqlDB.Stats().MaxOpenConnections; got != 32 {
+		t.Errorf("without pool_max_conns: %d connections at most, want 32", got)
+	}
 }

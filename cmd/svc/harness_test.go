@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,11 +53,23 @@ func roleArgs(role, addr string) []string {
 	return []string{role, "--addr", addr}
 }
 
+// withParam is the URL raw with the query parameter name=value added.
+func withParam(raw, name, value string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		panic(err)
+	}
+	q := u.Query()
+	q.Set(name, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // clusterSettings are the settings (environment variables) every role of a cluster gets, as
 // compose.yaml's x-svc environment gives them.
 func clusterSettings(dbURL, redisURL string, s3 s3objects.Config, admin string) map[string]string {
 	return map[string]string{
-		"DATABASE_URL": dbURL, "REDIS_URL": redisURL,
+		"DATABASE_URL": withParam(dbURL, "pool_max_conns", "10"), "REDIS_URL": redisURL, // 6 processes within max_connections (100), beside other tests
 		"SVC_S3_ENDPOINT": s3.Endpoint, "SVC_S3_BUCKET": s3.Bucket, "SVC_S3_ACCESS_KEY": s3.AccessKey, "SVC_S3_SECRET_KEY": s3.SecretKey,
 		"SVC_S3_USE_SSL": "false", "SVC_BOOTSTRAP_ADMIN_TOKEN": admin,
 		"SVC_SIGNING_KEY": strings.Repeat("ab", 32), "SVC_SECRET_KEY": strings.Repeat("cd", 32),
