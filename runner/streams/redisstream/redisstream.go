@@ -252,7 +252,7 @@ func (l *Log) publish(ctx context.Context, session string) (answer, error) {
 		return answer{}, nil
 	}
 	a := answer{Have: true, Turn: last.ID, Started: last.Started}
-	running := w != nil && w.turn == last.ID && !w.closed
+	running := w != nil && w.turn == last.ID && !last.Done // w.mu held: Close cannot end it meanwhile
 	if w != nil && w.turn == last.ID && w.rw != nil {
 		return a, nil // in Redis already; its replica writes the rest and the done mark
 	}
@@ -361,9 +361,8 @@ type writer struct {
 	turn    string
 	mw      streams.Writer
 
-	mu     sync.Mutex
-	rw     *replica // nil until the turn is asked for
-	closed bool
+	mu sync.Mutex
+	rw *replica // nil until the turn is asked for
 }
 
 // Open starts the log of a new turn of session: in this process's memory, nothing in Redis.
@@ -390,7 +389,6 @@ func (w *writer) Append(id int64, data []byte) {
 // for (the rest of its frames and the done mark, before Close returns).
 func (w *writer) Close() {
 	w.mu.Lock()
-	w.closed = true
 	w.mw.Close()
 	rw := w.rw
 	w.mu.Unlock()
