@@ -71,9 +71,10 @@ type Channels struct {
 	batch     *groupcommit.Group[Delivery, Recorded]
 	// The deliveries being acknowledged by the runtimes of this host, and a channel closed when
 	// their number falls to 0 (made anew when it rises from 0).
-	ackMu sync.Mutex
-	acks  int
-	acked chan struct{}
+	ackMu   sync.Mutex
+	acks    int
+	acked   chan struct{}
+	lastAck time.Time // when acks last fell to 0
 }
 
 // ackStart counts a delivery being acknowledged; ackEnd, deferred, counts it done.
@@ -89,30 +90,58 @@ func (h *Channels) ackStart() {
 func (h *Channels) ackEnd() {
 	h.ackMu.Lock()
 	if h.acks--; h.acks == 0 {
+		h.lastAck = time.Now()
 		close(h.acked)
 	}
 	h.ackMu.Unlock()
 }
 
-// AfterAcks returns once no delivery is being acknowledged by the runtimes of this host (no
-// intake request in flight), after at most max, or when ctx ends: a channel turn that runs in
-// the process that takes deliveries calls it first, so that a burst of deliveries is answered
-// before their turns take the CPU. With no delivery in flight it returns at once. A waiting
-// turn is woken once, when the last acknowledgement leaves (it polled every millisecond
-// before: 200 waiting turns were 200,000 timer wake-ups a second in the middle of a burst).
+// ackQuiet is how long after the last acknowledgement a burst is taken to have ended: the
+// deliveries of a burst do not all overlap, and a turn started between two of them would share
+// the CPU with the rest.
+const ackQuiet = 5 * time.Millisecond
+
+// AfterAcks returns once no delivery has been acknowledged by the runtimes of this host for
+// ackQuiet (none in flight, nor one just answered), after at most max, or when ctx ends: a
+// channel turn that runs in the process that takes deliveries calls it first, so that a burst
+// of deliveries is answered before their turns take the CPU. With no delivery in flight or
+// just answered it returns at once. A waiting turn is woken when the last acknowledgement
+// leaves and when the quiet is over (it polled every millisecond before: 200 waiting turns
+// were 200,000 timer wake-ups a second in the middle of a burst).
 func (h *Channels) AfterAcks(ctx context.Context, max time.Duration) {
-	h.ackMu.Lock()
-	n, acked := h.acks, h.acked
-	h.ackMu.Unlock()
-	if n == 0 {
-		return
-	}
 	deadline := time.NewTimer(max)
 	defer deadline.Stop()
-	select {
-	case <-acked:
-	case <-ctx.Done():
-	case <-deadline.C:
+	var quiet *time.Timer
+	defer func() {
+		if quiet != nil {
+			quiet.Stop()
+		}
+	}()
+	for {
+		h.ackMu.Lock()
+		n, acked, last := h.acks, h.acked, h.lastAck
+		h.ackMu.Unlock()
+		var over <-chan time.Time
+		if n == 0 {
+			left := time.Until(last.Add(ackQuiet))
+			if left <= 0 {
+				return
+			}
+			if quiet == nil {
+				quiet = time.NewTimer(left)
+			} else {
+				quiet.Reset(left)
+			}
+			over, acked = quiet.C, nil
+		}
+		select {
+		case <-acked:
+		case <-over:
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		}
 	}
 }
 
