@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"svc/auth"
+	"svc/migrations"
 )
 
 // ErrOutboxNotFound means no outbox entry has that id.
@@ -262,29 +263,39 @@ type DeliveryKey struct {
 func (s *Channels) SeeDeliveries(ctx context.Context, keys []DeliveryKey, within func(tx *gorm.DB, recorded []int) error) (duplicate []bool, err error) {
 	dup := make([]bool, len(keys))
 	first := make(map[DeliveryKey]int, len(keys)) // the index of each key's first occurrence
-	var sql strings.Builder
-	var args []any
-	sql.WriteString("INSERT INTO channel_deliveries (agent_id, channel, delivery_id, seen_at) VALUES ")
-	now := s.now()
+	// The keys go as one JSON array of [agent, channel, delivery] triples, so that every batch
+	// is the same statement, whatever its size: a VALUES list of its own length made each size
+	// a statement of its own, which Postgres parsed and planned, and pgx prepared, at its first
+	// use on each connection (the first bursts after a start paid tens of milliseconds for it).
+	rows := make([][3]string, 0, len(keys))
 	for i, k := range keys {
 		if _, ok := first[k]; ok {
 			dup[i] = true
 			continue
 		}
 		first[k] = i
-		if len(args) > 0 {
-			sql.WriteString(", ")
-		}
-		sql.WriteString("(?, ?, ?, ?)")
-		args = append(args, k.AgentID, k.Channel, k.DeliveryID, now)
+		rows = append(rows, [3]string{k.AgentID, k.Channel, k.DeliveryID})
 	}
-	if len(args) == 0 {
+	if len(rows) == 0 {
 		return dup, nil
 	}
-	sql.WriteString(" ON CONFLICT DO NOTHING RETURNING agent_id, channel, delivery_id")
+	triples, err := json.Marshal(rows)
+	if err != nil {
+		return nil, fmt.Errorf("record %d channel deliveries: %w", len(rows), err)
+	}
+	// SQLite reads an upsert's SELECT up to a WHERE: without one, ON CONFLICT would be a join's.
+	sql := `INSERT INTO channel_deliveries (agent_id, channel, delivery_id, seen_at)
+	        SELECT value ->> 0, value ->> 1, value ->> 2, ? FROM json_each(?) WHERE true
+	        ON CONFLICT DO NOTHING RETURNING agent_id, channel, delivery_id`
+	if migrations.DialectOf(s.db) == migrations.Postgres {
+		sql = `INSERT INTO channel_deliveries (agent_id, channel, delivery_id, seen_at)
+		       SELECT value ->> 0, value ->> 1, value ->> 2, CAST(? AS timestamptz) FROM jsonb_array_elements(CAST(? AS jsonb))
+		       ON CONFLICT DO NOTHING RETURNING agent_id, channel, delivery_id`
+	}
+	args := []any{s.now(), string(triples)}
 	record := func(tx *gorm.DB) error {
 		var added []DeliveryKey
-		if err := tx.Raw(sql.String(), args...).Scan(&added).Error; err != nil {
+		if err := tx.Raw(sql, args...).Scan(&added).Error; err != nil {
 			return fmt.Errorf("record %d channel deliveries: %w", len(first), err)
 		}
 		recorded := make(map[DeliveryKey]bool, len(added))

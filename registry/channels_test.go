@@ -66,6 +66,21 @@ func TestChannelSeeDeliveries(t *testing.T) {
 		if dup, err := s.SeeDelivery(ctx, "ag1", "slack", "Ev2"); err != nil || !dup {
 			t.Errorf("SeeDelivery after the batch = %v, %v; want a duplicate", dup, err)
 		}
+		// The keys travel as JSON: quotes, backslashes and any text come back as they went.
+		odd := key(`Ev"3\ü` + "\n")
+		if dup, err := s.SeeDeliveries(ctx, []registry.DeliveryKey{odd}, nil); err != nil || !slices.Equal(dup, []bool{false}) {
+			t.Errorf("SeeDeliveries of %q = %v, %v; want recorded", odd.DeliveryID, dup, err)
+		}
+		if dup, err := s.SeeDelivery(ctx, "ag1", "slack", odd.DeliveryID); err != nil || !dup {
+			t.Errorf("SeeDelivery of %q after the batch = %v, %v; want a duplicate", odd.DeliveryID, dup, err)
+		}
+		// A batch's rows carry their time like the others: pruned past it, kept before.
+		if n, err := s.PruneDeliveries(ctx, time.Now().Add(-time.Minute)); err != nil || n != 0 {
+			t.Errorf("PruneDeliveries a minute ago = %d, %v; want 0", n, err)
+		}
+		if n, err := s.PruneDeliveries(ctx, time.Now().Add(time.Minute)); err != nil || n != 4 {
+			t.Errorf("PruneDeliveries in a minute = %d, %v; want 4 (Ev0, Ev1, Ev2 and the odd one)", n, err)
+		}
 	})
 }
 
