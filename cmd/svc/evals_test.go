@@ -122,9 +122,18 @@ func TestEvalsAfterBuild(t *testing.T) {
 	if res := runCLI(t, p, "", "evals", "run", d.DeployID); !isExit(res.err) {
 		t.Fatalf("svc evals run: %v", res.err)
 	}
-	mu.Lock()
-	got := strings.Join(posted, "\n")
-	mu.Unlock()
+	// The run's state is stored before its status goes to the host (a slow host does not hold
+	// the run up), so the CLI may return before the second post arrives.
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(posted)
+		got = strings.Join(posted, "\n")
+		mu.Unlock()
+		if n >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
 	link := " https://svc.example.com/api/deployments/" + d.DeployID + "/evals"
 	want := "/api/v1/repos/acme/desk/statuses/" + run.Commit + " token gitea-tok pending svc/evals" + link + "\n" +
 		"/api/v1/repos/acme/desk/statuses/" + run.Commit + " token gitea-tok failure svc/evals" + link
