@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,15 +43,6 @@ func BenchmarkChannelIntake(b *testing.B) {
 	b.Run("postgres-idle", func(b *testing.B) { benchIntake(b, true, postgres(b)...) })
 }
 
-// processCPU is the CPU time the process has used.
-func processCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // benchIntake runs BenchmarkChannelIntake on svc up with extra flags; idle waits, between
 // bursts, for the replies of the burst before.
 func benchIntake(b *testing.B, idle bool, extra ...string) {
@@ -71,7 +61,7 @@ func benchIntake(b *testing.B, idle bool, extra ...string) {
 			deliveries[i] = channelstest.SlackDelivery(upSlackSecret, mentionOf(b, round, i), time.Now())
 		}
 		lat := make([]time.Duration, concurrent)
-		cpu0 := processCPU(b)
+		cpu0 := cpuTime(b)
 		var wg sync.WaitGroup
 		for i, d := range deliveries {
 			wg.Go(func() {
@@ -83,7 +73,7 @@ func benchIntake(b *testing.B, idle bool, extra ...string) {
 			})
 		}
 		wg.Wait()
-		cpu += processCPU(b) - cpu0
+		cpu += cpuTime(b) - cpu0
 		if idle {
 			waitPosts(b, fake, 1+round*concurrent)
 		}
@@ -93,11 +83,11 @@ func benchIntake(b *testing.B, idle bool, extra ...string) {
 	// sender that opens a connection per delivery); it is reported apart, and the timed bursts
 	// then reuse the connections, as an HTTP/1.1 sender keeps them.
 	cold := burst()
-	var lat, worst []time.Duration // worst: each burst's p99
+	var lat, burstP99 []time.Duration
 	for b.Loop() {
 		l := burst()
 		lat = append(lat, l...)
-		worst = append(worst, percentile(l, 0.99))
+		burstP99 = append(burstP99, percentile(l, 0.99))
 	}
 	b.ReportMetric(float64(percentile(cold, 0.99).Microseconds())/1000, "cold-ack-p99-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64((b.N+1)*concurrent), "cpu-us/delivery")
@@ -105,7 +95,7 @@ func benchIntake(b *testing.B, idle bool, extra ...string) {
 	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "ack-p99-ms")
 	// The p99 of all the acks is the slowest burst's upper half; the median burst's p99 says
 	// how a typical burst ends, a steadier figure to compare builds by.
-	b.ReportMetric(float64(percentile(worst, 0.5).Microseconds())/1000, "burst-p99-p50-ms")
+	b.ReportMetric(float64(percentile(burstP99, 0.5).Microseconds())/1000, "burst-p99-p50-ms")
 }
 
 // BenchmarkChannelFirstReply measures, on svc up with the echo model, the time from a Slack
