@@ -283,15 +283,14 @@ func (s *Channels) SeeDeliveries(ctx context.Context, keys []DeliveryKey, within
 	if err != nil {
 		return nil, fmt.Errorf("record %d channel deliveries: %w", len(rows), err)
 	}
+	at, each := "?", "json_each(?)"
+	if migrations.DialectOf(s.db) == migrations.Postgres {
+		at, each = "CAST(? AS timestamptz)", "jsonb_array_elements(CAST(? AS jsonb))"
+	}
 	// SQLite reads an upsert's SELECT up to a WHERE: without one, ON CONFLICT would be a join's.
 	sql := `INSERT INTO channel_deliveries (agent_id, channel, delivery_id, seen_at)
-	        SELECT value ->> 0, value ->> 1, value ->> 2, ? FROM json_each(?) WHERE true
+	        SELECT value ->> 0, value ->> 1, value ->> 2, ` + at + ` FROM ` + each + ` WHERE true
 	        ON CONFLICT DO NOTHING RETURNING agent_id, channel, delivery_id`
-	if migrations.DialectOf(s.db) == migrations.Postgres {
-		sql = `INSERT INTO channel_deliveries (agent_id, channel, delivery_id, seen_at)
-		       SELECT value ->> 0, value ->> 1, value ->> 2, CAST(? AS timestamptz) FROM jsonb_array_elements(CAST(? AS jsonb))
-		       ON CONFLICT DO NOTHING RETURNING agent_id, channel, delivery_id`
-	}
 	args := []any{s.now(), string(triples)}
 	record := func(tx *gorm.DB) error {
 		var added []DeliveryKey
