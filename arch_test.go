@@ -55,6 +55,7 @@ var dependsOn = map[string][]string{
 	"runner/models":         {"runner/sse"},
 	"runner/events":         {"runner/sse"},
 	"runner/streams":        {},
+	"runner/park":           {},
 	"runner/tools":          {"agent", "runner/models", "runner/sse"},
 	"runner/loop":           {"agent", "runner/models", "runner/sse", "runner/tools"},
 	"runner/connections":    {"agent", "runner/models", "runner/tools"},
@@ -64,7 +65,7 @@ var dependsOn = map[string][]string{
 	"runner/turn":           {"agent", "runner/access", "runner/approvals", "runner/loop", "runner/models", "runner/sessions", "runner/sse", "runner/tools"},
 	"runner/runtime": {"agent", "runner/access", "runner/approvals", "runner/attachments", "runner/channels", "runner/connections", "runner/durable",
 		"runner/durable/engine", "runner/events", "runner/handlers", "runner/loop", "runner/models", "runner/sandbox", "runner/sessions",
-		"runner/sse", "runner/stores", "runner/streams", "runner/tools", "runner/turn"},
+		"runner/park", "runner/sse", "runner/stores", "runner/streams", "runner/tools", "runner/turn"},
 }
 
 // beyondDesign lists, with the reason, each import the code has that the column does not show.

@@ -56,6 +56,7 @@ type Config struct {
 	BodyMemoryMB       int64
 	ApprovalTimeout    time.Duration
 	HandlerTimeout     time.Duration
+	ParkAfter          time.Duration // runtime.Options.ParkAfter (SVC_PARK_AFTER)
 	HandlerMemoryMB    int
 	HandlerProcs       int
 	EvalMaxTokens      int
@@ -243,6 +244,12 @@ func settings() []setting {
 				c.HandlerTimeout = d
 				return err
 			}},
+		{flag: "park-after", roles: runtimes, kind: "duration", env: "SVC_PARK_AFTER", def: "100ms", help: "how long a streamed chat turn runs before it is parked off the HTTP server's connection, to hold less memory while it waits for its model (a Go duration, 0s to 1m; off never parks)",
+			bind: func(c *Config, v string) error {
+				d, err := ParseParkAfter(v)
+				c.ParkAfter = d
+				return err
+			}},
 		{flag: "handler-memory-mb", roles: runtimes, kind: "int", env: "SVC_HANDLER_MEMORY_MB", def: strconv.Itoa(sandbox.DefaultMemoryMB), help: "MiB one call of a tool of svc/tools may take in its sandbox worker before it is stopped (16 to 4096)",
 			bind: bounded(MinHandlerMemoryMB, MaxHandlerMemoryMB, func(c *Config) *int { return &c.HandlerMemoryMB })},
 		{flag: "handler-procs", roles: runtimes, kind: "int", env: "SVC_HANDLER_PROCS", def: strconv.Itoa(sandbox.DefaultMaxProcs), help: "sandbox worker processes that run calls of tools of svc/tools at once, per process (1 to 256); one agent holds at most half of them",
@@ -298,6 +305,22 @@ func ParseHandlerTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err == nil && (d < time.Second || d > 10*time.Minute) {
 		err = errors.New("must be from 1s to 10m")
+	}
+	return d, err
+}
+
+// ParseParkAfter reads SVC_PARK_AFTER: a Go duration from 0s to 1m, or off, as a
+// runtime.Options.ParkAfter (off is negative; 0s parks a stream at once, 1ns).
+func ParseParkAfter(v string) (time.Duration, error) {
+	if v == "off" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err == nil && (d < 0 || d > time.Minute) {
+		err = errors.New("must be from 0s to 1m, or off")
+	}
+	if d == 0 {
+		d = time.Nanosecond // Options' 0 is the default
 	}
 	return d, err
 }

@@ -48,6 +48,46 @@ func TestQueuePollIntervalSetting(t *testing.T) {
 	}
 }
 
+// TestParkAfterSetting: SVC_PARK_AFTER defaults to 100ms and takes a Go duration from 0s (at
+// once, 1ns) to 1m, or off (negative); another value fails with the setting's name.
+func TestParkAfterSetting(t *testing.T) {
+	t.Setenv("SVC_PARK_AFTER", "")
+	if err := os.Unsetenv("SVC_PARK_AFTER"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		value   string // "" for the default
+		want    time.Duration
+		wantErr bool
+	}{
+		{"", 100 * time.Millisecond, false},
+		{"0s", time.Nanosecond, false},
+		{"1m", time.Minute, false},
+		{"off", -1, false},
+		{"61s", 0, true},
+		{"-1s", 0, true},
+		{"never", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
+			addFlags(fs, forUp)
+			if tt.value != "" {
+				if err := fs.Set("park-after", tt.value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg, err := loadConfig(fs)
+			switch {
+			case tt.wantErr && (err == nil || !strings.Contains(err.Error(), "SVC_PARK_AFTER")):
+				t.Errorf("loadConfig = %v, want an error naming SVC_PARK_AFTER", err)
+			case !tt.wantErr && (err != nil || cfg.ParkAfter != tt.want):
+				t.Errorf("ParkAfter = %v, %v; want %v", cfg.ParkAfter, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestMetricsAddrSetting: SVC_METRICS_ADDR is empty by default (svc worker serves no metrics)
 // and takes host:port; another value fails with the setting's name.
 func TestMetricsAddrSetting(t *testing.T) {

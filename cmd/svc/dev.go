@@ -62,6 +62,13 @@ func devCommand() *cobra.Command {
 			}
 			o.HandlerTimeout = d
 		}
+		if v, ok := os.LookupEnv("SVC_PARK_AFTER"); ok {
+			d, err := ParseParkAfter(v)
+			if err != nil {
+				return fmt.Errorf("setting SVC_PARK_AFTER = %q: %w", v, err)
+			}
+			o.ParkAfter = d
+		}
 		memoryMB, procs := sandbox.DefaultMemoryMB, sandbox.DefaultMaxProcs
 		for _, s := range []struct {
 			env    string

@@ -182,7 +182,7 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 				Blobs: objblobs.New(p.objects, d.AgentID), Bodies: bodies, Approvals: hub, ApprovalTimeout: p.cfg.ApprovalTimeout,
 				AllowMetadataAddresses: p.cfg.AllowMetadata, Metrics: metrics, Tracer: p.tracer,
 				CompositeMaxDepth: p.cfg.CompositeMaxDepth, CompositeMaxCalls: p.cfg.CompositeMaxCalls,
-				HandlerTimeout: p.cfg.HandlerTimeout, Sandbox: p.sandbox, Durable: runs, Events: bus,
+				HandlerTimeout: p.cfg.HandlerTimeout, ParkAfter: p.cfg.ParkAfter, Sandbox: p.sandbox, Durable: runs, Events: bus,
 				Feedback: p.stores.Feedback, Automations: automations, Channels: chans, TurnLog: turnLog,
 				Storage: turn.StorageLimits{SessionBytes: p.cfg.SessionStorageMB << 20, AgentBytes: p.cfg.AgentStorageMB << 20},
 				Models:  runtime.NewModels(env, httpClient), DefaultModel: defaultModel, Env: env, SecretHint: hint,

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"svc/migrations"
+	"svc/runner/park"
 )
 
 // shutdownGrace bounds a graceful shutdown: in-flight requests and builds get this long.
@@ -76,10 +77,15 @@ func serve(ctx context.Context, addr string, h http.Handler, ready func(net.Addr
 // stopping, when not nil, is called first with that ctx, to end what would keep connections open
 // (runtimes' event streams), so that the shutdown need not wait for them. It is the one server
 // lifecycle of every role and of svc dev.
+//
+// The listener is a park.Listener, so that runtimes park their long event streams off the
+// server's connections (runner/park) and give the connections back when the streams end;
+// the shutdown waits for parked streams as for the server's own connections.
 func serveListener(ctx context.Context, ln net.Listener, h http.Handler, stopping func(context.Context)) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	pl := park.NewListener(ln)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, ConnContext: pl.ConnContext}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(pl) }()
 	select {
 	case err := <-errc:
 		return err
@@ -93,6 +99,7 @@ func serveListener(ctx context.Context, ln net.Listener, h http.Handler, stoppin
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		_ = srv.Close() // the deadline passed: cut what is left
 	}
+	_ = pl.Shutdown(shutdownCtx) // past the deadline it cuts the parked streams' connections
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

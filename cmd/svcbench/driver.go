@@ -257,6 +257,10 @@ func (d *driver) streams(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	anonBefore, err := procAnon(d.c.pid)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	opened := make(chan error, d.c.openStreams)
@@ -287,16 +291,23 @@ func (d *driver) streams(ctx context.Context) error {
 		return err
 	}
 	open := max(d.c.openStreams-failed, 1)
-	fmt.Printf("%d streams open (%d failed): RSS %.1f MiB -> %.1f MiB, %.0f KiB per stream\n", d.c.openStreams-failed, failed,
-		float64(before)/(1<<20), float64(during)/(1<<20), float64(during-before)/1024/float64(open))
+	anon := func() string {
+		a, err := procAnon(d.c.pid)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprintf("anonymous %.0f KiB per stream", float64(a-anonBefore)/1024/float64(open))
+	}
+	fmt.Printf("%d streams open (%d failed): RSS %.1f MiB -> %.1f MiB, %.0f KiB per stream (%s)\n", d.c.openStreams-failed, failed,
+		float64(before)/(1<<20), float64(during)/(1<<20), float64(during-before)/1024/float64(open), anon())
 	select {
 	case <-time.After(d.c.holdFor):
 		// Held past the runtime's periodic GC (2 minutes), the figure is the settled one: the
 		// garbage of opening the streams collected, goroutine stacks shrunk.
 		if d.c.holdFor > 0 {
 			if after, err := procRSS(d.c.pid); err == nil {
-				fmt.Printf("after holding them %s: RSS %.1f MiB, %.0f KiB per stream\n", d.c.holdFor,
-					float64(after)/(1<<20), float64(after-before)/1024/float64(open))
+				fmt.Printf("after holding them %s: RSS %.1f MiB, %.0f KiB per stream (%s)\n", d.c.holdFor,
+					float64(after)/(1<<20), float64(after-before)/1024/float64(open), anon())
 			}
 		}
 	case <-ctx.Done():
@@ -356,13 +367,21 @@ func procCPU(pid int) (time.Duration, error) {
 }
 
 // procRSS is the resident set size of pid in bytes.
-func procRSS(pid int) (int64, error) {
+func procRSS(pid int) (int64, error) { return procStatus(pid, "VmRSS:") }
+
+// procAnon is the anonymous part of pid's resident set in bytes: its heap, stacks and other
+// private memory, without the pages of its executable, which differ between two builds of
+// it with the page cache, not with what the process holds.
+func procAnon(pid int) (int64, error) { return procStatus(pid, "RssAnon:") }
+
+// procStatus reads a kB field of /proc/pid/status in bytes.
+func procStatus(pid int, field string) (int64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
 				return 0, err
@@ -370,5 +389,5 @@ func procRSS(pid int) (int64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }

@@ -61,6 +61,9 @@ func TestProcStats(t *testing.T) {
 	if err != nil || rss <= 0 {
 		t.Fatalf("procRSS = %d, %v", rss, err)
 	}
+	if anon, err := procAnon(os.Getpid()); err != nil || anon <= 0 || anon > rss {
+		t.Fatalf("procAnon = %d, %v; want within RSS %d", anon, err, rss)
+	}
 }
 
 // TestTurnAgainstRuntime drives real turns through the fake model and a runtime.

@@ -86,21 +86,23 @@ func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, who access
 	if err != nil {
 		return err
 	}
-	ctx, cancel := turnContext(r, req.OnDisconnect)
-	defer cancel(nil)
+	st := newStreamedTurn(w, r, req.OnDisconnect)
+	ctx, cancel, keep := st.ctx, st.cancel, st.keep
 	lw := rt.openLog(ctx, t.SessionID(), cancel)
-	defer lw.Close()
-	keep := req.OnDisconnect == disconnectContinue
 	sw := sse.NewWriter(w)
 	sw.Now = rt.now
 	sw.Tee = lw.Append
 	sw.Coalesce()
-	// Detach, not Close: the server flushes the last frames with the end of the response.
-	defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
 	if err := sw.Start(); err != nil && !keep {
 		cancel(loop.ErrUserAbort)
 	}
-	t.Run(ctx, &sseSink{w: sw, cancel: cancel, keep: keep, log: lw, now: rt.now})
+	st.run(rt.parkAfter, sw, func() {
+		defer cancel(nil)
+		defer lw.Close()
+		// Detach, not Close: the server flushes the last frames with the end of the response.
+		defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
+		t.Run(ctx, &sseSink{w: sw, cancel: cancel, keep: keep, log: lw, now: rt.now})
+	})
 	return nil
 }
 

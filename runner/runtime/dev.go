@@ -33,7 +33,9 @@ type DevOptions struct {
 	// HandlerTimeout and Sandbox are as in Options (SVC_HANDLER_TIMEOUT; SVC_HANDLER_MEMORY_MB
 	// and SVC_HANDLER_PROCS configure the sandbox).
 	HandlerTimeout time.Duration
-	Sandbox        *sandbox.Pool
+	// ParkAfter is as in Options (SVC_PARK_AFTER).
+	ParkAfter time.Duration
+	Sandbox   *sandbox.Pool
 	// Tracer is as in Options.
 	Tracer trace.Tracer
 	// Durable is as in Options: svc dev builds one in memory, with timers for its wake-ups.
@@ -65,7 +67,7 @@ func NewDev(o DevOptions) (*Runtime, *agent.Agent, error) {
 	rt, err := New(Options{
 		Agent: ag, Version: ag.Config.Version, DeployID: "dev", Sessions: memstore.New(),
 		AuthToken: o.AuthToken, Models: NewModels(env, nil), DefaultModel: o.DefaultModel, Env: env,
-		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, HandlerTimeout: o.HandlerTimeout, Sandbox: o.Sandbox, Durable: o.Durable,
+		MaxTurns: o.MaxTurns, IdleTimeout: o.IdleTimeout, ApprovalTimeout: o.ApprovalTimeout, HandlerTimeout: o.HandlerTimeout, ParkAfter: o.ParkAfter, Sandbox: o.Sandbox, Durable: o.Durable,
 		AllowMetadataAddresses: o.AllowMetadataAddresses, Tracer: o.Tracer, Logger: log,
 		SecretHint: func(name string) string { return "set " + name + " in the environment of svc dev" },
 	})

@@ -45,7 +45,10 @@ type env struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-func start(t testing.TB, opts runtime.Options) *env {
+func start(t testing.TB, opts runtime.Options) *env { return startServer(t, opts, nil) }
+
+// startServer is start with configure, when not nil, called on the test server before it starts.
+func startServer(t testing.TB, opts runtime.Options, configure func(*httptest.Server)) *env {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
@@ -57,7 +60,11 @@ func start(t testing.TB, opts runtime.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(rt)
+	srv := httptest.NewUnstartedServer(rt)
+	if configure != nil {
+		configure(srv)
+	}
+	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"svc/auth"
 	"svc/runner/access"
 	"svc/runner/loop"
+	"svc/runner/park"
 	"svc/runner/sse"
 	"svc/runner/streams"
 )
@@ -49,15 +51,34 @@ func checkOnDisconnect(v string) error {
 	return invalid("on_disconnect", "must be %q or %q, not %q", disconnectAbort, disconnectContinue, v)
 }
 
-// turnContext is the context of a streamed turn: the request's, cancelled when the client
-// leaves, or with on_disconnect "continue" one the client's leaving does not cancel. Either
-// is cancelled by a stop (POST /chat/sessions/{id}/stop) with loop.ErrUserAbort.
-func turnContext(r *http.Request, onDisconnect string) (context.Context, context.CancelCauseFunc) {
-	base := r.Context()
-	if onDisconnect == disconnectContinue {
-		base = context.WithoutCancel(base)
+// streamedTurn is how a streamed turn runs: on a goroutine of its own, parked off the HTTP
+// server's connection once it has run for parkAfter (runner/park), in a context of the
+// request's values that the client's leaving cancels (with loop.ErrUserAbort), unless
+// on_disconnect is "continue". A stop (POST /chat/sessions/{id}/stop) cancels it too.
+type streamedTurn struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	keep   bool
+	park   *park.Stream
+}
+
+func newStreamedTurn(w http.ResponseWriter, r *http.Request, onDisconnect string) *streamedTurn {
+	s := &streamedTurn{park: park.Begin(w, r), keep: onDisconnect == disconnectContinue}
+	s.ctx, s.cancel = context.WithCancelCause(s.park.Context())
+	return s
+}
+
+// run runs body, whose frames sw writes, and returns when it ends or once it is parked.
+func (s *streamedTurn) run(after time.Duration, sw *sse.Writer, body func()) {
+	move := func(to func() (*park.Conn, error)) error {
+		return sw.Move(func() (sse.Dest, error) { return to() })
 	}
-	return context.WithCancelCause(base)
+	gone := func() {
+		if !s.keep {
+			s.cancel(loop.ErrUserAbort)
+		}
+	}
+	s.park.Run(after, move, gone, body)
 }
 
 // openLog opens the turn log of a streamed turn; a log that fails to open is logged and the

@@ -11,17 +11,24 @@ import (
 // written and, once a handler knows it, the session. It never holds message text.
 type requestLog struct {
 	http.ResponseWriter
-	status  int
+	status int
+	note   *requestNote
+}
+
+// requestNote is what handlers tell the log line through the request's context (noteSession).
+// It is apart from the requestLog so that a context kept past the handler (a parked stream's,
+// runner/park) does not keep the server's response writer and connection with it.
+type requestNote struct {
 	session string
 }
 
-// requestLogKey is the context key of the request's *requestLog.
+// requestLogKey is the context key of the request's *requestNote.
 type requestLogKey struct{}
 
 // noteSession records the session a request works on, for its log line.
 func noteSession(ctx context.Context, id string) {
-	if rl, ok := ctx.Value(requestLogKey{}).(*requestLog); ok {
-		rl.session = id
+	if n, ok := ctx.Value(requestLogKey{}).(*requestNote); ok && n != nil {
+		n.session = id
 	}
 }
 
@@ -58,7 +65,7 @@ func (rt *Runtime) logRequest(r *http.Request, rl *requestLog, start time.Time) 
 	if status == 0 {
 		status = http.StatusOK // nothing written: net/http sends 200
 	}
-	session := rl.session
+	session := rl.note.session
 	if session == "" {
 		session = r.PathValue("id") // the routes that name a session in their path
 	}

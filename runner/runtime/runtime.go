@@ -34,6 +34,12 @@ import (
 // DefaultIdleTimeout is how long a live session stays in memory without requests (spec §8).
 const DefaultIdleTimeout = 30 * time.Minute
 
+// DefaultParkAfter is how long a streamed turn runs before it is parked (Options.ParkAfter,
+// SVC_PARK_AFTER): a quick turn keeps net/http's connection (parking costs a hijack and a
+// connection given back), and a turn still running after it is one waiting for its model,
+// whose first token alone takes longer, with net/http's buffers held for no one.
+const DefaultParkAfter = 100 * time.Millisecond
+
 // Verifier checks a runtime token (auth.Signer implements it).
 type Verifier interface {
 	Verify(token string) (auth.RuntimeClaims, error)
@@ -122,6 +128,10 @@ type Options struct {
 	// HandlerTimeout bounds one call (or one durable execution) of a handler tool
 	// (SVC_HANDLER_TIMEOUT); 0 means 10 seconds.
 	HandlerTimeout time.Duration
+	// ParkAfter is how long a streamed turn runs before it is parked off the HTTP server's
+	// connection, when the server serves a park.Listener (runner/park): a stream waiting for its
+	// model then holds less memory. 0 means DefaultParkAfter; negative never parks.
+	ParkAfter time.Duration
 	// Sandbox runs the calls of the agent's handler tools (svc/tools), in worker processes
 	// with hard limits; share one among the runtimes of a process. Required when the agent has
 	// handler tools.
@@ -175,6 +185,8 @@ type Runtime struct {
 	log    *slog.Logger
 	now    func() time.Time
 	idle   time.Duration
+	// parkAfter is Options.ParkAfter with its default.
+	parkAfter time.Duration
 	// scopeRequired: svc.json's scope.requireScope applies to this runtime's routes (requireScope).
 	scopeRequired bool
 	mux           *http.ServeMux
@@ -274,6 +286,9 @@ func New(opts Options) (*Runtime, error) {
 	if rt.idle <= 0 {
 		rt.idle = DefaultIdleTimeout
 	}
+	if rt.parkAfter = opts.ParkAfter; rt.parkAfter == 0 {
+		rt.parkAfter = DefaultParkAfter
+	}
 	rt.turnLog = opts.TurnLog
 	if rt.turnLog == nil {
 		rt.turnLog = memstream.New(memstream.Config{Now: rt.now})
@@ -340,8 +355,8 @@ func New(opts Options) (*Runtime, error) {
 func (rt *Runtime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every request gets one log line, written when it is served (requestlog.go).
 	start := time.Now()
-	rl := &requestLog{ResponseWriter: w}
-	r = r.WithContext(context.WithValue(r.Context(), requestLogKey{}, rl))
+	rl := &requestLog{ResponseWriter: w, note: &requestNote{}}
+	r = r.WithContext(context.WithValue(r.Context(), requestLogKey{}, rl.note))
 	defer rt.logRequest(r, rl, start)
 	if CrossOrigin(rl, r) {
 		return

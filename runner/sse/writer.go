@@ -29,7 +29,7 @@ var ErrClosed = errors.New("sse: stream closed")
 type Writer struct {
 	mu  sync.Mutex
 	w   http.ResponseWriter
-	rc  *http.ResponseController
+	dst Dest // the response, or where Move moved the stream
 	buf []byte
 	seq int64
 	err error
@@ -48,9 +48,44 @@ type Writer struct {
 	Tee func(id int64, data []byte)
 }
 
+// Dest is where a Writer's stream goes: Write takes the bytes of a frame, Flush sends them.
+type Dest interface {
+	Write(p []byte) (int, error)
+	Flush() error
+}
+
+// response is the Dest of an HTTP response.
+type response struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (r response) Write(p []byte) (int, error) { return r.w.Write(p) }
+func (r response) Flush() error                { return r.rc.Flush() }
+
 // NewWriter returns a Writer over w. It writes nothing until Start or the first frame.
 func NewWriter(w http.ResponseWriter) *Writer {
-	return &Writer{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	return &Writer{w: w, dst: response{w, http.NewResponseController(w)}, buf: make([]byte, 0, 512)}
+}
+
+// Move flushes what is written to the response and sends the rest of the stream to the Dest
+// that to returns (a parked connection, which to takes from the response once it is flushed).
+// When to fails, the stream stays where it was.
+func (sw *Writer) Move(to func() (Dest, error)) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.err != nil {
+		return sw.err
+	}
+	if err := sw.flushLocked(); err != nil {
+		return err
+	}
+	d, err := to()
+	if err != nil {
+		return err
+	}
+	sw.dst, sw.w = d, nil
+	return nil
 }
 
 // Start sets the response headers of an event stream, writes the status line and flushes
@@ -234,7 +269,7 @@ func (sw *Writer) sendLocked() error {
 
 // writeLocked writes the frame in sw.buf to the response without flushing it.
 func (sw *Writer) writeLocked() error {
-	if _, err := sw.w.Write(sw.buf); err != nil {
+	if _, err := sw.dst.Write(sw.buf); err != nil {
 		sw.err = fmt.Errorf("%w: %w", ErrClosed, err)
 		return sw.err
 	}
@@ -255,7 +290,7 @@ func (sw *Writer) kickLocked() {
 }
 
 func (sw *Writer) flushLocked() error {
-	if err := sw.rc.Flush(); err != nil {
+	if err := sw.dst.Flush(); err != nil {
 		sw.err = fmt.Errorf("%w: %w", ErrClosed, err)
 		return sw.err
 	}

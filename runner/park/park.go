@@ -1,0 +1,373 @@
+// Package park takes a long streamed HTTP/1.1 response off net/http's connection while it
+// waits, so that an open stream holds less memory: a stream still running after a while is
+// parked, its connection hijacked from the server, which lets go of the serve goroutine, its
+// 4 KiB reader, 4 KiB writer and 2 KiB chunk buffer, its background read and the request's
+// objects. The stream goes on writing chunks to the raw connection; a single-byte read watches
+// for the client leaving. When the stream ends, the chunked body is terminated and the
+// connection given back to the server through its Listener, which serves its next request as
+// net/http serves a keep-alive connection: a client that sends its turns one after another on
+// one connection sees no difference.
+//
+// A connection is parked only when it was accepted by a Listener (its ConnContext set on the
+// server), speaks HTTP/1.1 without TLS and without Connection: close; other streams run the
+// same way but stay with net/http.
+package park
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Listener is a net.Listener whose Accept also returns the connections of parked streams once
+// they end, so that the server reads their next request. Set ConnContext on the http.Server
+// that serves it.
+type Listener struct {
+	net.Listener
+
+	back     chan net.Conn
+	accepted chan accepted
+	done     chan struct{}
+	start    sync.Once
+	close    sync.Once
+
+	mu     sync.Mutex
+	parked map[*Conn]struct{}
+	idle   chan struct{} // closed when parked becomes empty, for Shutdown; nil while none waits
+}
+
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+// NewListener wraps ln.
+func NewListener(ln net.Listener) *Listener {
+	return &Listener{
+		Listener: ln,
+		back:     make(chan net.Conn),
+		accepted: make(chan accepted),
+		done:     make(chan struct{}),
+		parked:   map[*Conn]struct{}{},
+	}
+}
+
+type listenerKey struct{}
+
+// ConnContext is the http.Server's ConnContext: it lets the streams of c find the Listener.
+func (l *Listener) ConnContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, listenerKey{}, l)
+}
+
+// Accept returns the next new connection, or a parked one given back.
+func (l *Listener) Accept() (net.Conn, error) {
+	l.start.Do(func() { go l.acceptLoop() })
+	select {
+	case c := <-l.back:
+		return c, nil
+	case a := <-l.accepted:
+		return a.c, a.err
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// acceptLoop hands the wrapped listener's results to Accept until Close: errors too, which
+// the server judges (it retries a temporary one).
+func (l *Listener) acceptLoop() {
+	for {
+		c, err := l.Listener.Accept()
+		select {
+		case l.accepted <- accepted{c, err}:
+		case <-l.done:
+			if c != nil {
+				_ = c.Close()
+			}
+			return
+		}
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+	}
+}
+
+// Close closes the wrapped listener; connections given back later are closed.
+func (l *Listener) Close() error {
+	l.close.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// giveBack has the server serve c again, or closes it once the listener is closed.
+func (l *Listener) giveBack(c net.Conn) {
+	select {
+	case l.back <- c:
+	case <-l.done:
+		_ = c.Close()
+	}
+}
+
+// Shutdown waits for the parked streams to end, as http.Server.Shutdown waits for active
+// connections; when ctx ends first it closes their connections (the streams see their client
+// gone) and returns ctx's error.
+func (l *Listener) Shutdown(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		if len(l.parked) == 0 {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.idle == nil {
+			l.idle = make(chan struct{})
+		}
+		idle := l.idle
+		l.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			l.mu.Lock()
+			for c := range l.parked {
+				_ = c.conn.Close()
+			}
+			l.mu.Unlock()
+			return ctx.Err()
+		}
+	}
+}
+
+func (l *Listener) add(c *Conn) {
+	l.mu.Lock()
+	l.parked[c] = struct{}{}
+	l.mu.Unlock()
+}
+
+func (l *Listener) remove(c *Conn) {
+	l.mu.Lock()
+	delete(l.parked, c)
+	if len(l.parked) == 0 && l.idle != nil {
+		close(l.idle)
+		l.idle = nil
+	}
+	l.mu.Unlock()
+}
+
+// Stream is one streamed response that may be parked.
+type Stream struct {
+	w http.ResponseWriter
+	r *http.Request
+	l *Listener // nil: the stream cannot be parked
+
+	mu     sync.Mutex
+	ended  bool
+	parked *Conn
+}
+
+// Begin returns the Stream of the response w to r.
+func Begin(w http.ResponseWriter, r *http.Request) *Stream {
+	s := &Stream{w: w, r: r}
+	if l, ok := r.Context().Value(listenerKey{}).(*Listener); ok && r.ProtoMajor == 1 && r.ProtoMinor >= 1 && !r.Close && r.TLS == nil {
+		s.l = l
+	}
+	return s
+}
+
+// Parkable says whether the stream can be parked.
+func (s *Stream) Parkable() bool { return s.l != nil }
+
+// Context returns a context for the stream's work: r's values, but not its cancellation,
+// which ends when the handler returns (as it does once the stream is parked). The stream learns
+// that its client left from Run's gone instead.
+func (s *Stream) Context() context.Context { return context.WithoutCancel(s.r.Context()) }
+
+// Run runs body on a goroutine of its own and returns when it ends, or, when it is still
+// running after the stream has waited for after (and the stream is parkable), once it has
+// parked it: move is called to flush what is written to the response and to redirect the
+// stream's writes to the parked connection it is given (an error leaves the stream where it
+// was). gone is called, once at most, when the client leaves while body runs. A negative after
+// never parks.
+func (s *Stream) Run(after time.Duration, move func(to func() (*Conn, error)) error, gone func(), body func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		body()
+		s.mu.Lock()
+		s.ended = true
+		c := s.parked
+		s.mu.Unlock()
+		if c != nil {
+			c.finish()
+		}
+	}()
+	var wait <-chan time.Time
+	if s.l != nil && after >= 0 {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		wait = t.C
+	}
+	select {
+	case <-done:
+		return
+	case <-s.r.Context().Done(): // the client left (or the server closed the connection)
+		gone()
+		<-done
+		return
+	case <-wait:
+	}
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		<-done
+		return
+	}
+	var c *Conn
+	err := move(func() (*Conn, error) {
+		conn, brw, err := http.NewResponseController(s.w).Hijack()
+		if err != nil {
+			return nil, err
+		}
+		c = newConn(s.l, conn, brw.Reader, gone)
+		return c, nil
+	})
+	if err != nil { // the stream stays with net/http
+		s.mu.Unlock()
+		<-done
+		return
+	}
+	s.parked = c
+	s.w, s.r = nil, nil // the server's response and connection, now garbage but for these
+	s.l.add(c)
+	s.mu.Unlock()
+	go c.watch()
+}
+
+// Conn is a parked stream's connection: Write buffers one chunk of the chunked body, Flush
+// sends what is buffered. Its methods are not safe for concurrent use (the SSE writer
+// serialises them).
+type Conn struct {
+	l    *Listener
+	conn net.Conn
+	buf  []byte
+	head []byte // bytes the server had read ahead of the stream's request, and a byte watch read
+	err  error
+	gone func()
+
+	watched chan struct{} // closed when watch returns
+	mu      sync.Mutex
+	lost    bool // the client left (watch saw the connection end)
+	stop    bool // finish is stopping watch
+}
+
+func newConn(l *Listener, conn net.Conn, r *bufio.Reader, gone func()) *Conn {
+	c := &Conn{l: l, conn: conn, gone: gone, watched: make(chan struct{}), buf: make([]byte, 0, 512)}
+	if n := r.Buffered(); n > 0 {
+		c.head, _ = r.Peek(n)
+		c.head = append([]byte(nil), c.head...)
+	}
+	return c
+}
+
+// Write buffers p as one chunk.
+func (c *Conn) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if len(p) == 0 {
+		return 0, nil // an empty chunk would end the body
+	}
+	c.buf = strconv.AppendInt(c.buf, int64(len(p)), 16)
+	c.buf = append(c.buf, '\r', '\n')
+	c.buf = append(c.buf, p...)
+	c.buf = append(c.buf, '\r', '\n')
+	return len(p), nil
+}
+
+// Flush sends the buffered chunks.
+func (c *Conn) Flush() error {
+	if c.err != nil {
+		return c.err
+	}
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_, c.err = c.conn.Write(c.buf)
+	c.buf = c.buf[:0]
+	if cap(c.buf) > 4<<10 {
+		c.buf = make([]byte, 0, 512) // a burst of frames must not pin its buffer while the stream waits
+	}
+	return c.err
+}
+
+// watch reads the connection until it ends (the client left) or finish stops it. A client
+// does not send while its response streams; a byte that comes all the same is the next
+// request, kept for the server.
+func (c *Conn) watch() {
+	defer close(c.watched)
+	var b [1]byte
+	n, err := c.conn.Read(b[:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n == 1 {
+		c.head = append(c.head, b[0])
+		return
+	}
+	if c.stop && isTimeout(err) {
+		return // finish's deadline: the connection is fine
+	}
+	c.lost = true
+	if c.gone != nil {
+		c.gone()
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// finish ends the chunked body after what is buffered, stops watch, and gives the connection
+// back to the server, or closes it when the client left or a write failed.
+func (c *Conn) finish() {
+	defer c.l.remove(c)
+	if c.err == nil {
+		c.buf = append(c.buf, "0\r\n\r\n"...)
+		_, c.err = c.conn.Write(c.buf)
+		c.buf = nil
+	}
+	c.mu.Lock()
+	c.stop = true
+	c.mu.Unlock()
+	_ = c.conn.SetReadDeadline(time.Unix(1, 0))
+	<-c.watched
+	_ = c.conn.SetReadDeadline(time.Time{})
+	if c.err != nil || c.lost {
+		_ = c.conn.Close()
+		return
+	}
+	if len(c.head) > 0 {
+		c.l.giveBack(&headConn{Conn: c.conn, head: c.head})
+		return
+	}
+	c.l.giveBack(c.conn)
+}
+
+// headConn is a connection whose first bytes were read already.
+type headConn struct {
+	net.Conn
+	head []byte
+}
+
+func (h *headConn) Read(p []byte) (int, error) {
+	if len(h.head) > 0 {
+		n := copy(p, h.head)
+		h.head = h.head[n:]
+		return n, nil
+	}
+	return h.Conn.Read(p)
+}
+
+var _ io.Writer = (*Conn)(nil)
