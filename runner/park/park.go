@@ -132,7 +132,13 @@ func (l *Listener) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			l.mu.Lock()
 			for c := range l.parked {
+				if c.conn == nil {
+					continue // being parked: the stream's write or finish sees the closed listener
+				}
 				_ = c.conn.Close()
+				c.mu.Lock()
+				c.leftNow() // the poller sees nothing of a connection closed here
+				c.mu.Unlock()
 			}
 			l.mu.Unlock()
 			return ctx.Err()
@@ -224,25 +230,28 @@ func (s *Stream) Run(after time.Duration, move func(to func() (*Conn, error)) er
 		<-done
 		return
 	}
-	var c *Conn
+	// c is in the listener's set before the connection leaves the server, so that a
+	// Shutdown between the two does not miss it.
+	c := &Conn{l: s.l, gone: gone, watched: make(chan struct{}), buf: make([]byte, 0, 512)}
+	s.l.add(c)
 	err := move(func() (*Conn, error) {
 		conn, brw, err := http.NewResponseController(s.w).Hijack()
 		if err != nil {
 			return nil, err
 		}
-		c = newConn(s.l, conn, brw.Reader, gone)
+		c.attach(conn, brw.Reader)
 		return c, nil
 	})
 	if err != nil { // the stream stays with net/http
+		s.l.remove(c)
 		s.mu.Unlock()
 		<-done
 		return
 	}
 	s.parked = c
 	s.w, s.r = nil, nil // the server's response and connection, now garbage but for these
-	s.l.add(c)
+	c.startWatch()      // before the body's end can finish c
 	s.mu.Unlock()
-	go c.watch()
 }
 
 // Conn is a parked stream's connection: Write buffers one chunk of the chunked body, Flush
@@ -256,19 +265,22 @@ type Conn struct {
 	err  error
 	gone func()
 
-	watched chan struct{} // closed when watch returns
+	watched chan struct{} // closed when readWatch returns
+	polled  uint64        // the connection's id in the shared poller (watch_linux.go), 0 if none
 	mu      sync.Mutex
-	lost    bool // the client left (watch saw the connection end)
-	stop    bool // finish is stopping watch
+	lost    bool // the client left (the watch saw the connection end)
+	stop    bool // finish is stopping readWatch
 }
 
-func newConn(l *Listener, conn net.Conn, r *bufio.Reader, gone func()) *Conn {
-	c := &Conn{l: l, conn: conn, gone: gone, watched: make(chan struct{}), buf: make([]byte, 0, 512)}
+// attach gives c the hijacked connection, with what the server had read ahead of it.
+func (c *Conn) attach(conn net.Conn, r *bufio.Reader) {
 	if n := r.Buffered(); n > 0 {
 		c.head, _ = r.Peek(n)
 		c.head = append([]byte(nil), c.head...)
 	}
-	return c
+	c.l.mu.Lock() // Shutdown reads conn under it
+	c.conn = conn
+	c.l.mu.Unlock()
 }
 
 // Write buffers p as one chunk.
@@ -302,10 +314,47 @@ func (c *Conn) Flush() error {
 	return c.err
 }
 
-// watch reads the connection until it ends (the client left) or finish stops it. A client
+// startWatch watches for the client leaving: on Linux with the shared poller, which holds no
+// goroutine per connection, else (or when the poller cannot take the connection) with a
+// goroutine's read, readWatch.
+func (c *Conn) startWatch() {
+	if noPoller || !pollWatch(c) {
+		go c.readWatch()
+	}
+}
+
+// noPoller has every connection watched by readWatch (a test's switch).
+var noPoller bool
+
+// stopWatch ends the watch; c.lost is then final.
+func (c *Conn) stopWatch() {
+	if c.polled != 0 {
+		pollUnwatch(c)
+		return
+	}
+	c.mu.Lock()
+	c.stop = true
+	c.mu.Unlock()
+	_ = c.conn.SetReadDeadline(time.Unix(1, 0))
+	<-c.watched
+	_ = c.conn.SetReadDeadline(time.Time{})
+}
+
+// leftNow records that the client left and says so to the stream, once. c.mu is held.
+func (c *Conn) leftNow() {
+	if c.lost {
+		return
+	}
+	c.lost = true
+	if c.gone != nil {
+		c.gone()
+	}
+}
+
+// readWatch reads the connection until it ends (the client left) or finish stops it. A client
 // does not send while its response streams; a byte that comes all the same is the next
 // request, kept for the server.
-func (c *Conn) watch() {
+func (c *Conn) readWatch() {
 	defer close(c.watched)
 	var b [1]byte
 	n, err := c.conn.Read(b[:])
@@ -318,10 +367,7 @@ func (c *Conn) watch() {
 	if c.stop && isTimeout(err) {
 		return // finish's deadline: the connection is fine
 	}
-	c.lost = true
-	if c.gone != nil {
-		c.gone()
-	}
+	c.leftNow()
 }
 
 func isTimeout(err error) bool {
@@ -338,13 +384,11 @@ func (c *Conn) finish() {
 		_, c.err = c.conn.Write(c.buf)
 		c.buf = nil
 	}
+	c.stopWatch()
 	c.mu.Lock()
-	c.stop = true
+	lost := c.lost
 	c.mu.Unlock()
-	_ = c.conn.SetReadDeadline(time.Unix(1, 0))
-	<-c.watched
-	_ = c.conn.SetReadDeadline(time.Time{})
-	if c.err != nil || c.lost {
+	if c.err != nil || lost {
 		_ = c.conn.Close()
 		return
 	}

@@ -120,9 +120,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// bothWatches runs test with the shared poller (on Linux) and with a goroutine's read per
+// connection.
+func bothWatches(t *testing.T, test func(*testing.T)) {
+	t.Run("poller", test)
+	t.Run("read", func(t *testing.T) {
+		park.WithoutPoller(t)
+		test(t)
+	})
+}
+
 // A stream parked mid-way goes on to its end on the raw connection, and the connection then
 // serves the client's next request (keep-alive), itself parked and given back again.
 func TestParkedStreamEndsAndTheConnectionServesOn(t *testing.T) {
+	bothWatches(t, testParkedStreamEndsAndTheConnectionServesOn)
+}
+
+func testParkedStreamEndsAndTheConnectionServesOn(t *testing.T) {
 	st := newStreamer(time.Millisecond, 3)
 	s := newServer(t, st.ServeHTTP)
 	client := s.Client()
@@ -211,7 +225,9 @@ func TestStreamWithoutListenerIsNotParked(t *testing.T) {
 }
 
 // A client that leaves a parked stream is seen at once (gone), not at the next write.
-func TestParkedClientLeaves(t *testing.T) {
+func TestParkedClientLeaves(t *testing.T) { bothWatches(t, testParkedClientLeaves) }
+
+func testParkedClientLeaves(t *testing.T) {
 	st := newStreamer(time.Millisecond, 3)
 	s := newServer(t, st.ServeHTTP)
 	resp, err := s.Client().Get(s.URL)
@@ -233,6 +249,10 @@ func TestParkedClientLeaves(t *testing.T) {
 
 // Shutdown waits for parked streams; past its context it cuts their connections.
 func TestShutdownWaitsForParkedStreams(t *testing.T) {
+	bothWatches(t, testShutdownWaitsForParkedStreams)
+}
+
+func testShutdownWaitsForParkedStreams(t *testing.T) {
 	st := newStreamer(time.Millisecond, 2)
 	s := newServer(t, st.ServeHTTP)
 	resp, err := s.Client().Get(s.URL)
@@ -263,6 +283,10 @@ func TestShutdownWaitsForParkedStreams(t *testing.T) {
 
 // A request the client sent while its stream was parked (pipelined) is served after it.
 func TestParkedStreamKeepsAPipelinedRequest(t *testing.T) {
+	bothWatches(t, testParkedStreamKeepsAPipelinedRequest)
+}
+
+func testParkedStreamKeepsAPipelinedRequest(t *testing.T) {
 	st := newStreamer(time.Millisecond, 1)
 	s := newServer(t, st.ServeHTTP)
 	conn, err := net.Dial("tcp", s.Listener.Addr().String())
