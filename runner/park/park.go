@@ -2,8 +2,8 @@
 // waits, so that an open stream holds less memory: a stream still running after a while is
 // parked, its connection hijacked from the server, which lets go of the serve goroutine, its
 // 4 KiB reader, 4 KiB writer and 2 KiB chunk buffer, its background read and the request's
-// objects. The stream goes on writing chunks to the raw connection; a single-byte read watches
-// for the client leaving. When the stream ends, the chunked body is terminated and the
+// objects. The stream goes on writing chunks to the raw connection; one epoll instance for the
+// process (watch_linux.go), or elsewhere a single-byte read, watches for the client leaving. When the stream ends, the chunked body is terminated and the
 // connection given back to the server through its Listener, which serves its next request as
 // net/http serves a keep-alive connection: a client that sends its turns one after another on
 // one connection sees no difference.
