@@ -182,9 +182,6 @@ func Begin(w http.ResponseWriter, r *http.Request) *Stream {
 	return s
 }
 
-// Parkable says whether the stream can be parked.
-func (s *Stream) Parkable() bool { return s.l != nil }
-
 // Context returns a context for the stream's work: r's values, but not its cancellation,
 // which ends when the handler returns (as it does once the stream is parked). The stream learns
 // that its client left from Run's gone instead.
@@ -245,7 +242,12 @@ func (s *Stream) Run(after time.Duration, move func(to func() (*Conn, error)) er
 	if err != nil { // the stream stays with net/http
 		s.l.remove(c)
 		s.mu.Unlock()
-		<-done
+		select {
+		case <-done:
+		case <-s.r.Context().Done():
+			gone()
+			<-done
+		}
 		return
 	}
 	s.parked = c
