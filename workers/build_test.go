@@ -477,15 +477,11 @@ func TestBuildReadsTheTreeThePushStored(t *testing.T) {
 				t.Errorf("%d requests for a pack; want a fetch: %v", n, tt.wantFetch)
 			}
 			// The task deletes the tree once the build is done, just after the deployment
-			// turns ready: wait for it (bounded; this asserts nothing about speed).
-			_, err = e.objects.Stat(ctx, key)
-			for deadline := time.Now().Add(10 * time.Second); !errors.Is(err, registry.ErrNotFound) && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-				_, err = e.objects.Stat(ctx, key)
-			}
-			if !errors.Is(err, registry.ErrNotFound) {
-				t.Errorf("the stored tree %s after the build: %v, want it deleted", key, err)
-			}
+			// turns ready.
+			waitFor(t, "the build to delete the stored tree "+key, func() bool {
+				_, err := e.objects.Stat(ctx, key)
+				return errors.Is(err, registry.ErrNotFound)
+			})
 		})
 	}
 }

@@ -348,22 +348,9 @@ func (rt *Runtime) chatAIStream(w http.ResponseWriter, r *http.Request, who acce
 	if err != nil {
 		return err
 	}
-	st := newStreamedTurn(w, r, req.OnDisconnect)
-	ctx, cancel, keep := st.ctx, st.cancel, st.keep
-	lw := rt.openLog(ctx, t.SessionID(), cancel)
 	w.Header().Set(aiStreamHeader, "v1")
-	sw := sse.NewWriter(w)
-	sw.Now = rt.now
-	sw.Coalesce()
-	if err := sw.Start(); err != nil && !keep {
-		cancel(loop.ErrUserAbort)
-	}
-	st.run(rt.parkAfter, sw, func() {
-		defer cancel(nil)
-		defer lw.Close()
-		// Detach, not Close: the server flushes the last frames with the end of the response.
-		defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
-		t.Run(ctx, &aiSink{w: sw, cancel: cancel, keep: keep, log: lw, now: rt.now, buf: make([]byte, 0, 256), messageID: auth.NewID("msg_")})
+	rt.streamTurn(w, r, t, req.OnDisconnect, false, func(sw *sse.Writer, cancel context.CancelCauseFunc, keep bool, log streams.Writer) loop.Sink {
+		return &aiSink{w: sw, cancel: cancel, keep: keep, log: log, now: rt.now, buf: make([]byte, 0, 256), messageID: auth.NewID("msg_")}
 	})
 	return nil
 }

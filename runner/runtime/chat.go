@@ -86,22 +86,8 @@ func (rt *Runtime) chatStream(w http.ResponseWriter, r *http.Request, who access
 	if err != nil {
 		return err
 	}
-	st := newStreamedTurn(w, r, req.OnDisconnect)
-	ctx, cancel, keep := st.ctx, st.cancel, st.keep
-	lw := rt.openLog(ctx, t.SessionID(), cancel)
-	sw := sse.NewWriter(w)
-	sw.Now = rt.now
-	sw.Tee = lw.Append
-	sw.Coalesce()
-	if err := sw.Start(); err != nil && !keep {
-		cancel(loop.ErrUserAbort)
-	}
-	st.run(rt.parkAfter, sw, func() {
-		defer cancel(nil)
-		defer lw.Close()
-		// Detach, not Close: the server flushes the last frames with the end of the response.
-		defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
-		t.Run(ctx, &sseSink{w: sw, cancel: cancel, keep: keep, log: lw, now: rt.now})
+	rt.streamTurn(w, r, t, req.OnDisconnect, true, func(sw *sse.Writer, cancel context.CancelCauseFunc, keep bool, log streams.Writer) loop.Sink {
+		return &sseSink{w: sw, cancel: cancel, keep: keep, log: log, now: rt.now}
 	})
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"svc/auth"
 	"svc/runner/access"
@@ -14,6 +13,7 @@ import (
 	"svc/runner/park"
 	"svc/runner/sse"
 	"svc/runner/streams"
+	"svc/runner/turn"
 )
 
 // TurnLog keeps the frames of each session's last streamed turn, so that a client may
@@ -51,34 +51,43 @@ func checkOnDisconnect(v string) error {
 	return invalid("on_disconnect", "must be %q or %q, not %q", disconnectAbort, disconnectContinue, v)
 }
 
-// streamedTurn is how a streamed turn runs: on a goroutine of its own, parked off the HTTP
-// server's connection once it has run for parkAfter (runner/park), in a context of the
-// request's values that the client's leaving cancels (with loop.ErrUserAbort), unless
-// on_disconnect is "continue". A stop (POST /chat/sessions/{id}/stop) cancels it too.
-type streamedTurn struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	keep   bool
-	park   *park.Stream
-}
-
-func newStreamedTurn(w http.ResponseWriter, r *http.Request, onDisconnect string) *streamedTurn {
-	s := &streamedTurn{park: park.Begin(w, r), keep: onDisconnect == disconnectContinue}
-	s.ctx, s.cancel = context.WithCancelCause(s.park.Context())
-	return s
-}
-
-// run runs body, whose frames sw writes, and returns when it ends or once it is parked.
-func (s *streamedTurn) run(after time.Duration, sw *sse.Writer, body func()) {
+// streamTurn streams t as the SSE response to r. The turn runs on a goroutine of its own,
+// parked off the HTTP server's connection once it has run for rt.parkAfter (runner/park), in a
+// context of the request's values that the client's leaving cancels (with loop.ErrUserAbort),
+// unless on_disconnect is "continue"; a stop (POST /chat/sessions/{id}/stop) cancels it too.
+// sink makes the turn's sink over the writer; with tee the writer copies each frame it writes
+// to the turn's log (otherwise the sink writes the log itself). Headers of the response must be
+// set before.
+func (rt *Runtime) streamTurn(w http.ResponseWriter, r *http.Request, t *turn.Turn, onDisconnect string, tee bool,
+	sink func(sw *sse.Writer, cancel context.CancelCauseFunc, keep bool, log streams.Writer) loop.Sink) {
+	ps := park.Begin(w, r)
+	keep := onDisconnect == disconnectContinue
+	ctx, cancel := context.WithCancelCause(ps.Context())
+	lw := rt.openLog(ctx, t.SessionID(), cancel)
+	sw := sse.NewWriter(w)
+	sw.Now = rt.now
+	if tee {
+		sw.Tee = lw.Append
+	}
+	sw.Coalesce()
+	if err := sw.Start(); err != nil && !keep {
+		cancel(loop.ErrUserAbort)
+	}
 	move := func(to func() (*park.Conn, error)) error {
 		return sw.Move(func() (sse.Dest, error) { return to() })
 	}
 	gone := func() {
-		if !s.keep {
-			s.cancel(loop.ErrUserAbort)
+		if !keep {
+			cancel(loop.ErrUserAbort)
 		}
 	}
-	s.park.Run(after, move, gone, body)
+	ps.Run(rt.parkAfter, move, gone, func() {
+		defer cancel(nil)
+		defer lw.Close()
+		// Detach, not Close: the server flushes the last frames with the end of the response.
+		defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
+		t.Run(ctx, sink(sw, cancel, keep, lw))
+	})
 }
 
 // openLog opens the turn log of a streamed turn; a log that fails to open is logged and the

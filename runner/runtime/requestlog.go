@@ -27,7 +27,7 @@ type requestLogKey struct{}
 
 // noteSession records the session a request works on, for its log line.
 func noteSession(ctx context.Context, id string) {
-	if n, ok := ctx.Value(requestLogKey{}).(*requestNote); ok && n != nil {
+	if n, ok := ctx.Value(requestLogKey{}).(*requestNote); ok {
 		n.session = id
 	}
 }
