@@ -290,7 +290,13 @@ func TestPushStoresItsTreeForTheBuild(t *testing.T) {
 		if !d.Serving() || d.CommitSHA != c || !strings.Contains(log, "that the push fetched and stored") {
 			t.Fatalf("deployment %+v\nlog:\n%s", d, log)
 		}
-		if _, err := e.objects.Stat(ctx, key); !errors.Is(err, registry.ErrNotFound) {
+		// The build task deletes the tree just after the deployment turns ready: wait for it
+		// (bounded; this asserts nothing about speed).
+		_, err = e.objects.Stat(ctx, key)
+		for deadline := time.Now().Add(time.Minute); !errors.Is(err, registry.ErrNotFound) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			_, err = e.objects.Stat(ctx, key)
+		}
+		if !errors.Is(err, registry.ErrNotFound) {
 			t.Errorf("the stored tree after the build: %v, want it deleted", err)
 		}
 		rd, err := e.deployer.Redeploy(ctx, deploy.RedeployRequest{AgentID: a.ID, Branch: "feature/x", Environment: "preview-fetched"})
