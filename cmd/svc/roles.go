@@ -134,7 +134,9 @@ func (p *platform) newRouter(ctx context.Context) (*runner.Router, *engine.Engin
 	if err != nil {
 		return nil, nil, fmt.Errorf("runtime metrics: %w", err)
 	}
-	httpClient := &http.Client{Transport: runtime.ModelTransport(), Timeout: 10 * time.Minute}
+	modelTransport := runtime.ModelTransport()
+	modelTransport.Timeout = 10 * time.Minute // a timer per call, where http.Client.Timeout starts a goroutine
+	httpClient := &http.Client{Transport: modelTransport}
 	bodies := runtime.NewBodyBudget(p.cfg.BodyMemoryMB<<20, 0) // one budget for every runtime of the process
 	// session_updated reaches the /api/events subscribers of every runner through Redis.
 	var shared redis.UniversalClient // nil, not a nil *redis.Client, without Redis

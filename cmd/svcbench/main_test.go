@@ -133,7 +133,7 @@ func TestOpenStreamsOverHTTP2(t *testing.T) {
 	}
 	t.Cleanup(fake.Close)
 	tr := runtime.ModelTransport()
-	tr.TLSClientConfig = &tls.Config{RootCAs: certPool(t, certFile)} // SSL_CERT_FILE in a real run
+	tr.HTTPS.TLSClientConfig = &tls.Config{RootCAs: certPool(t, certFile)} // SSL_CERT_FILE in a real run
 	t.Cleanup(tr.CloseIdleConnections)
 	srv := serveRuntime(t, "https://"+fake.Addr()+"/v1", &http.Client{Transport: tr})
 	d := mustDriver(t, config{url: srv.URL, message: "hi", openStreams: 3, pid: os.Getpid()})

@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"svc/agent"
 	"svc/runner/models"
@@ -126,25 +125,11 @@ func ParseModel(s string) (agent.ModelRef, error) {
 	return agent.ModelRef{Provider: provider, Model: model}, nil
 }
 
-// ModelTransport is the transport of model calls: the default transport with a connection pool
-// sized for a busy runtime, small HTTP/1.1 connection buffers, and HTTP/2 wherever the provider
-// offers it (TLS ALPN; the OpenAI and Anthropic APIs do), said explicitly so that a dialer or TLS
-// setting added here later does not turn it off. Over HTTP/2 the open streams to a host share a
-// few connections (one more each time a connection has as many streams as the server allows;
-// Go's client waits for none), so an open stream costs no connection, buffers or read and write
-// goroutines of its own. Over HTTP/1.1 a streamed answer holds its connection for as long as
-// the model writes, so the buffers are paid per open stream (4 KiB each way by default); the
-// provider's event reader already buffers what it reads, and a request body larger than the
-// write buffer goes to the socket without being copied into it.
-func ModelTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 1024
-	t.MaxIdleConnsPerHost = 512
-	t.IdleConnTimeout = 90 * time.Second
-	t.ReadBufferSize = 1 << 10
-	t.WriteBufferSize = 1 << 10
-	t.Protocols = new(http.Protocols)
-	t.Protocols.SetHTTP1(true)
-	t.Protocols.SetHTTP2(true)
-	return t
-}
+// ModelTransport is the transport of model calls (models.NewTransport): HTTP/1.1 of its own,
+// without a goroutine per connection, to a plain http:// model server; Go's transport, with a
+// pool sized for a busy runtime, small connection buffers and HTTP/2 wherever the provider
+// offers it (TLS ALPN; the OpenAI and Anthropic APIs do), to an https:// one. Over HTTP/2 the
+// open streams to a host share a few connections; over HTTP/1.1 a streamed answer holds its
+// connection for as long as the model writes, which is why that path keeps no goroutine of its
+// own on it.
+func ModelTransport() *models.Transport { return models.NewTransport() }

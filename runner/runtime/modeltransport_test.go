@@ -40,7 +40,7 @@ func TestModelTransportHTTP2(t *testing.T) {
 	defer h1.Close()
 
 	tr := runtime.ModelTransport()
-	tr.TLSClientConfig = &tls.Config{RootCAs: h2.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	tr.HTTPS.TLSClientConfig = &tls.Config{RootCAs: h2.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 
