@@ -24,7 +24,7 @@ func TestToolResultClearing(t *testing.T) {
 			models.Message{Role: models.RoleTool, ToolCallID: id, ToolName: "noop", Content: fmt.Sprintf("result number %d", i)})
 	}
 	p, srv := openai(t, modelstest.Turn{Text: []string{"ok"}})
-	res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), History: history, Sink: &frames{}, Input: []models.Message{user("next")}})
+	res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), History: history, Sink: &frames{}, Input: []models.Message{user("next")}})
 	if res.Reason != loop.ReasonModelStop {
 		t.Fatal(res.Reason)
 	}
@@ -45,7 +45,7 @@ func TestToolResultClearing(t *testing.T) {
 	}
 	// 15 results: nothing is cleared.
 	p, srv = openai(t, modelstest.Turn{Text: []string{"ok"}})
-	loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), History: history[4:], Sink: &frames{}, Input: []models.Message{user("next")}})
+	loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), History: history[4:], Sink: &frames{}, Input: []models.Message{user("next")}})
 	for _, m := range requestMessages(t, srv, 0) {
 		if c, _ := m["content"].(string); strings.HasPrefix(c, "[tool result cleared") {
 			t.Errorf("with 15 tool results, %q was cleared", c)
@@ -69,7 +69,7 @@ func TestCompaction(t *testing.T) {
 	)
 	sink := &frames{}
 	history := longHistory(8) // 8 user turns of ~200 tokens each with their answers
-	res := loop.Run(context.Background(), loop.Params{
+	res := loop.Run(context.Background(), &loop.Params{
 		Provider: p, Model: "gpt-4o", System: "sys", ContextWindow: 1000, History: history, Sink: sink, Input: []models.Message{user("q8")},
 	})
 	if res.Reason != loop.ReasonModelStop {
@@ -115,7 +115,7 @@ func TestCompactionStopsAfterThreeFailures(t *testing.T) {
 	fail := modelstest.Turn{Status: http.StatusBadRequest, ErrorMessage: "no summary"}
 	p, srv := openai(t, fail, alwaysTool(1), fail, alwaysTool(1), fail, alwaysTool(1), modelstest.Turn{Text: []string{"done"}})
 	sink := &frames{}
-	res := loop.Run(context.Background(), loop.Params{
+	res := loop.Run(context.Background(), &loop.Params{
 		Provider: p, Model: "gpt-4o", ContextWindow: 1000, History: longHistory(8), Tools: tools.NewSet(noop), Sink: sink, Input: []models.Message{user("go")},
 	})
 	if res.Reason != loop.ReasonModelStop || res.Compacted {

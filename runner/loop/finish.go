@@ -16,7 +16,7 @@ func (r *run) finish(reason Reason) Reason {
 		return reason
 	}
 	instruction := models.Message{Role: models.RoleUser, Content: summaryInstruction(reason, r.maxTurns())}
-	resp, err := r.call(r.request([]models.Message{instruction}))
+	resp, err := r.call([]models.Message{instruction})
 	r.usage = r.usage.Add(resp.Usage)
 	if r.ctx.Err() != nil {
 		if len(r.text) > 0 {

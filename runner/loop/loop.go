@@ -159,18 +159,20 @@ type run struct {
 
 	mu      sync.Mutex // serialises the sink: tools emit from their goroutines
 	sinkErr error
-	frame   sse.Frame // reused for streamed deltas
-	text    []byte    // text streamed by the current model call
+	frame   sse.Frame       // reused for streamed deltas
+	text    []byte          // text streamed by the current model call
+	resp    models.Response // the answer of the current model call
 
 	spanAttrs [5]attribute.KeyValue // the current model span's attributes (endModelSpan)
 }
 
 // Run runs the loop until a done reason (spec §6.3). It emits error frames itself; the done
-// frame is the caller's, after it has stored the result.
-func Run(ctx context.Context, p Params) Result {
+// frame is the caller's, after it has stored the result. A handoff changes p's System and
+// Tools.
+func Run(ctx context.Context, p *Params) Result {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	r := &run{p: &p, ctx: ctx, cancel: cancel, log: p.Logger, summary: p.Summary}
+	r := &run{p: p, ctx: ctx, cancel: cancel, log: p.Logger, summary: p.Summary}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -209,6 +211,10 @@ func (r *run) overBudget() bool {
 	return r.p.Budget > 0 && r.p.Used+r.usage.Total() >= r.p.Budget
 }
 
+// loop runs model calls and their tools until a done reason. Its frame and call's are small,
+// with the work before and after each call in functions of their own and the answer in the
+// run: a turn waiting on its model is what an open stream costs, and the runtime keeps a
+// goroutine's stack at 8 KiB only while every frame on it stays well under that.
 func (r *run) loop() (Reason, error) {
 	if r.p.Budget > 0 && r.p.Used >= r.p.Budget {
 		// A run that starts at or over the budget makes no model call.
@@ -216,64 +222,83 @@ func (r *run) loop() (Reason, error) {
 		return ReasonBudgetExceeded, nil
 	}
 	for {
-		if r.ctx.Err() != nil {
-			return ReasonUserAbort, nil
+		if reason, done := r.beforeCall(); done {
+			return reason, nil
 		}
-		r.all = append(r.all, r.p.Queue.drain()...)
-		if r.turns >= r.maxTurns() {
-			return r.finish(ReasonMaxTurns), nil
-		}
-		if r.turns > 0 && r.overBudget() {
-			return r.finish(ReasonBudgetExceeded), nil
-		}
-		r.maybeCompact()
-		if r.ctx.Err() != nil {
-			return ReasonUserAbort, nil
-		}
-
-		resp, err := r.call(r.request(nil))
-		r.turns++
-		r.usage = r.usage.Add(resp.Usage)
-		if err != nil {
-			if r.ctx.Err() != nil {
-				r.all = append(r.all, models.Message{Role: models.RoleAssistant, Content: string(r.text)})
-				return ReasonUserAbort, nil
-			}
-			r.log.WarnContext(r.ctx, "model call failed", "err", err, "turn", r.turns)
-			_ = r.emit(&sse.Frame{Type: sse.TypeError, Message: "model call failed: " + err.Error()})
-			return ReasonError, err
-		}
-		msg := resp.Message
-		msg.Role = models.RoleAssistant
-		r.all = append(r.all, msg)
-		if len(msg.ToolCalls) == 0 {
-			if queued, closed := r.p.Queue.closeIfEmpty(); !closed {
-				r.all = append(r.all, queued...)
-				continue
-			}
-			return ReasonModelStop, nil
-		}
-		results, end, to := r.runTools(msg.ToolCalls)
-		if to != "" && r.ctx.Err() == nil {
-			r.handoff(to, results)
-		}
-		r.all = append(r.all, results...)
-		if r.ctx.Err() != nil {
-			return ReasonUserAbort, nil
-		}
-		if end {
-			return ReasonModelStop, nil
+		resp, err := r.call(nil)
+		if reason, done, err := r.afterCall(resp, err); done {
+			return reason, err
 		}
 	}
 }
 
-// call streams one model call, forwarding text and reasoning deltas.
-func (r *run) call(req models.Request) (models.Response, error) {
+// beforeCall takes in queued messages and compacts the context before a model call; done when
+// the run ends instead.
+func (r *run) beforeCall() (_ Reason, done bool) {
+	if r.ctx.Err() != nil {
+		return ReasonUserAbort, true
+	}
+	r.all = append(r.all, r.p.Queue.drain()...)
+	if r.turns >= r.maxTurns() {
+		return r.finish(ReasonMaxTurns), true
+	}
+	if r.turns > 0 && r.overBudget() {
+		return r.finish(ReasonBudgetExceeded), true
+	}
+	r.maybeCompact()
+	if r.ctx.Err() != nil {
+		return ReasonUserAbort, true
+	}
+	return "", false
+}
+
+// afterCall records a model call's answer and runs the tools it asks for; done when the run
+// ends there.
+func (r *run) afterCall(resp *models.Response, err error) (_ Reason, done bool, _ error) {
+	r.turns++
+	r.usage = r.usage.Add(resp.Usage)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			r.all = append(r.all, models.Message{Role: models.RoleAssistant, Content: string(r.text)})
+			return ReasonUserAbort, true, nil
+		}
+		r.log.WarnContext(r.ctx, "model call failed", "err", err, "turn", r.turns)
+		_ = r.emit(&sse.Frame{Type: sse.TypeError, Message: "model call failed: " + err.Error()})
+		return ReasonError, true, err
+	}
+	msg := resp.Message
+	msg.Role = models.RoleAssistant
+	r.all = append(r.all, msg)
+	if len(msg.ToolCalls) == 0 {
+		if queued, closed := r.p.Queue.closeIfEmpty(); !closed {
+			r.all = append(r.all, queued...)
+			return "", false, nil
+		}
+		return ReasonModelStop, true, nil
+	}
+	results, end, to := r.runTools(msg.ToolCalls)
+	if to != "" && r.ctx.Err() == nil {
+		r.handoff(to, results)
+	}
+	r.all = append(r.all, results...)
+	if r.ctx.Err() != nil {
+		return ReasonUserAbort, true, nil
+	}
+	if end {
+		return ReasonModelStop, true, nil
+	}
+	return "", false, nil
+}
+
+// call streams one model call over the current view with extra appended, forwarding text and
+// reasoning deltas. The answer is the run's until the next call.
+func (r *run) call(extra []models.Message) (*models.Response, error) {
 	r.text = r.text[:0]
 	span := r.startModelSpan("chat")
-	resp, err := r.p.Provider.Stream(r.ctx, req, r.onEvent)
-	r.endModelSpan(span, "chat", resp.Usage, err)
-	return resp, err
+	var err error
+	r.resp, err = r.p.Provider.Stream(r.ctx, r.request(extra), r.onEvent)
+	r.endModelSpan(span, "chat", r.resp.Usage, err)
+	return &r.resp, err
 }
 
 func (r *run) onEvent(ev models.Event) error {

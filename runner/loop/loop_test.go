@@ -114,7 +114,7 @@ func requestMessages(t *testing.T, srv *modelstest.Server, i int) []map[string]a
 
 func TestEchoModelStop(t *testing.T) {
 	sink := &frames{}
-	res := loop.Run(context.Background(), loop.Params{
+	res := loop.Run(context.Background(), &loop.Params{
 		Provider: models.Echo{}, ProviderName: "echo", System: "sys",
 		History: []models.Message{user("earlier"), {Role: models.RoleAssistant, Content: "echo: earlier"}},
 		Input:   []models.Message{user("hello there world")}, Sink: sink,
@@ -140,7 +140,7 @@ func TestToolCallsFeedBack(t *testing.T) {
 	sink := &frames{}
 	var skills, docs []string
 	var mu sync.Mutex
-	res := loop.Run(context.Background(), loop.Params{
+	res := loop.Run(context.Background(), &loop.Params{
 		Provider: models.Echo{}, Tools: sel.Set, Sink: sink,
 		Input:       []models.Message{user(`/tool load_skill {"name":"refunds"}`)},
 		OnSkill:     func(n string) { mu.Lock(); skills = append(skills, n); mu.Unlock() },
@@ -178,7 +178,7 @@ func TestToolCallsFeedBack(t *testing.T) {
 
 func TestUnknownToolIsAnErrorResult(t *testing.T) {
 	sink := &frames{}
-	res := loop.Run(context.Background(), loop.Params{
+	res := loop.Run(context.Background(), &loop.Params{
 		Provider: models.Echo{}, Sink: sink, Input: []models.Message{user(`/tool triage {"subject":"x"}`)},
 	})
 	if res.Reason != loop.ReasonModelStop {
@@ -227,7 +227,7 @@ func TestParallelToolCalls(t *testing.T) {
 		modelstest.Turn{Text: []string{"all ", "done"}},
 	)
 	sink := &frames{}
-	res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(tool), Sink: sink, Input: []models.Message{user("go")}})
+	res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(tool), Sink: sink, Input: []models.Message{user("go")}})
 	if res.Reason != loop.ReasonModelStop || res.Turns != 2 {
 		t.Fatalf("result = %+v", res)
 	}
@@ -258,14 +258,14 @@ func TestToolPanicAndEndRun(t *testing.T) {
 	}}
 	set := tools.NewSet(boom, stop)
 	sink := &frames{}
-	res := loop.Run(context.Background(), loop.Params{Provider: models.Echo{}, Tools: set, Sink: sink, Input: []models.Message{user("/tool boom")}})
+	res := loop.Run(context.Background(), &loop.Params{Provider: models.Echo{}, Tools: set, Sink: sink, Input: []models.Message{user("/tool boom")}})
 	if r := sink.of(sse.TypeToolCallResult)[0]; r.Status != sse.StatusError || !strings.Contains(r.Error, "internal error") {
 		t.Errorf("panic result = %+v", r)
 	}
 	if res.Reason != loop.ReasonModelStop || res.Turns != 2 {
 		t.Errorf("after panic: %+v", res)
 	}
-	res = loop.Run(context.Background(), loop.Params{Provider: models.Echo{}, Tools: set, Sink: &frames{}, Input: []models.Message{user("/tool stop")}})
+	res = loop.Run(context.Background(), &loop.Params{Provider: models.Echo{}, Tools: set, Sink: &frames{}, Input: []models.Message{user("/tool stop")}})
 	if res.Reason != loop.ReasonModelStop || res.Turns != 1 {
 		t.Errorf("EndRun: %+v", res)
 	}
@@ -283,7 +283,7 @@ func TestMaxTurnsSummary(t *testing.T) {
 	p, srv := openai(t, alwaysTool(10), alwaysTool(10), alwaysTool(10),
 		modelstest.Turn{Text: []string{"I did three things."}, ToolCalls: []modelstest.ToolCall{{ID: "x", Name: "noop", Arguments: `{}`}}})
 	sink := &frames{}
-	res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), MaxTurns: 3, Sink: sink, Input: []models.Message{user("go")}})
+	res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), MaxTurns: 3, Sink: sink, Input: []models.Message{user("go")}})
 	if res.Reason != loop.ReasonMaxTurns || res.Turns != 3 {
 		t.Fatalf("result = %+v", res)
 	}
@@ -316,7 +316,7 @@ func TestMaxTurnsSummaryFailsOrEmpty(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, _ := openai(t, alwaysTool(1), alwaysTool(1), summary)
 			sink := &frames{}
-			res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), MaxTurns: 2, Sink: sink, Input: []models.Message{user("go")}})
+			res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), MaxTurns: 2, Sink: sink, Input: []models.Message{user("go")}})
 			want := loop.FixedMessage(loop.ReasonMaxTurns, 2, 0)
 			if res.Reason != loop.ReasonMaxTurns || sink.text() != want {
 				t.Fatalf("reason %s, text %q; want max_turns, %q", res.Reason, sink.text(), want)
@@ -333,13 +333,13 @@ func TestMaxTurnsSummaryFailsOrEmpty(t *testing.T) {
 
 func TestTurnLimitOneMakesNoSummary(t *testing.T) {
 	p, srv := openai(t, alwaysTool(1))
-	res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), MaxTurns: 1, Sink: &frames{}, Input: []models.Message{user("go")}})
+	res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), MaxTurns: 1, Sink: &frames{}, Input: []models.Message{user("go")}})
 	if res.Reason != loop.ReasonMaxTurns || srv.Calls() != 1 {
 		t.Fatalf("reason %s, calls %d; want max_turns, 1", res.Reason, srv.Calls())
 	}
 	// Subagents make none either.
 	p, srv = openai(t, alwaysTool(1))
-	res = loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), MaxTurns: 2, Subagent: true, Sink: &frames{}, Input: []models.Message{user("go")}})
+	res = loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), MaxTurns: 2, Subagent: true, Sink: &frames{}, Input: []models.Message{user("go")}})
 	if res.Reason != loop.ReasonMaxTurns || srv.Calls() != 2 {
 		t.Fatalf("subagent: reason %s, calls %d; want max_turns, 2", res.Reason, srv.Calls())
 	}
@@ -349,7 +349,7 @@ func TestBudget(t *testing.T) {
 	t.Run("over at start", func(t *testing.T) {
 		p, srv := openai(t)
 		sink := &frames{}
-		res := loop.Run(context.Background(), loop.Params{Provider: p, Budget: 100, Used: 100, Sink: sink, Input: []models.Message{user("hi")}})
+		res := loop.Run(context.Background(), &loop.Params{Provider: p, Budget: 100, Used: 100, Sink: sink, Input: []models.Message{user("hi")}})
 		if res.Reason != loop.ReasonBudgetExceeded || res.Turns != 0 || srv.Calls() != 0 {
 			t.Fatalf("result %+v, calls %d", res, srv.Calls())
 		}
@@ -359,7 +359,7 @@ func TestBudget(t *testing.T) {
 	})
 	t.Run("just under at start", func(t *testing.T) {
 		p, srv := openai(t)
-		res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Budget: 100, Used: 99, Sink: &frames{}, Input: []models.Message{user("hi")}})
+		res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Budget: 100, Used: 99, Sink: &frames{}, Input: []models.Message{user("hi")}})
 		if res.Reason != loop.ReasonModelStop || srv.Calls() != 1 {
 			t.Fatalf("result %+v, calls %d", res, srv.Calls())
 		}
@@ -367,7 +367,7 @@ func TestBudget(t *testing.T) {
 	t.Run("between steps", func(t *testing.T) {
 		p, srv := openai(t, alwaysTool(100), alwaysTool(100), modelstest.Turn{Text: []string{"Summary: need a new conversation."}, Usage: modelstest.Usage{InputTokens: 5, OutputTokens: 5}})
 		sink := &frames{}
-		res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), Budget: 250, Used: 50, Sink: sink, Input: []models.Message{user("go")}})
+		res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(noop), Budget: 250, Used: 50, Sink: sink, Input: []models.Message{user("go")}})
 		// 50 + 100 = 150 < 250: a second step; 50 + 200 = 250 >= 250: stop, then the summary.
 		if res.Reason != loop.ReasonBudgetExceeded || res.Turns != 2 || srv.Calls() != 3 {
 			t.Fatalf("result %+v, calls %d", res, srv.Calls())
@@ -385,7 +385,7 @@ func TestBudget(t *testing.T) {
 func TestModelError(t *testing.T) {
 	p, _ := openai(t, modelstest.Turn{Status: http.StatusBadRequest, ErrorMessage: "bad model"})
 	sink := &frames{}
-	res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Sink: sink, Input: []models.Message{user("hi")}})
+	res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Sink: sink, Input: []models.Message{user("hi")}})
 	if res.Reason != loop.ReasonError || res.Err == nil {
 		t.Fatalf("result = %+v", res)
 	}
@@ -399,7 +399,7 @@ func TestClientGoneIsUserAbort(t *testing.T) {
 	// The sink fails on the second text delta: the model call is cancelled mid-stream.
 	p, _ := openai(t, modelstest.Turn{Text: []string{"one ", "two ", "three"}, Hang: true})
 	sink := &frames{failAfter: 2}
-	res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Sink: sink, Input: []models.Message{user("hi")}})
+	res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Sink: sink, Input: []models.Message{user("hi")}})
 	if res.Reason != loop.ReasonUserAbort || !res.Interrupted {
 		t.Fatalf("result = %+v", res)
 	}
@@ -417,7 +417,7 @@ func TestCancelledDuringToolsIsUserAbort(t *testing.T) {
 		return tools.Result{}, context.Cause(ctx)
 	}}
 	p, srv := openai(t, modelstest.Turn{ToolCalls: []modelstest.ToolCall{{ID: "c", Name: "block", Arguments: `{}`}}})
-	res := loop.Run(ctx, loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(block), Sink: &frames{}, MaxTurns: 5, Input: []models.Message{user("hi")}})
+	res := loop.Run(ctx, &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(block), Sink: &frames{}, MaxTurns: 5, Input: []models.Message{user("hi")}})
 	if res.Reason != loop.ReasonUserAbort || srv.Calls() != 1 {
 		t.Fatalf("result %+v, calls %d", res, srv.Calls())
 	}
@@ -446,7 +446,7 @@ func TestQueuedMessages(t *testing.T) {
 			q.Push(user("and one more"))
 		}
 	}
-	res := loop.Run(context.Background(), loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(during), Queue: q, Sink: sink, Input: []models.Message{user("go")}})
+	res := loop.Run(context.Background(), &loop.Params{Provider: p, Model: "gpt-4o", Tools: tools.NewSet(during), Queue: q, Sink: sink, Input: []models.Message{user("go")}})
 	if res.Reason != loop.ReasonModelStop || res.Turns != 3 || srv.Calls() != 3 {
 		t.Fatalf("result %+v, calls %d", res, srv.Calls())
 	}

@@ -23,6 +23,8 @@ const (
 
 // startModelSpan starts the span of one model call (operation "chat", or "summarize" for a
 // compaction), nil when nothing is traced; endModelSpan ends it. Message text is never recorded.
+//
+//go:noinline (off the model call's frame, which stays on the stack while the model streams)
 func (r *run) startModelSpan(operation string) trace.Span {
 	if r.p.Tracer == nil {
 		return nil // untraced: not even the attributes are built
@@ -33,6 +35,8 @@ func (r *run) startModelSpan(operation string) trace.Span {
 
 // endModelSpan sets the model span's attributes, all at once (the SDK then sizes its attribute
 // array once), from the run's own array (the SDK copies them), and its error, and ends it.
+//
+//go:noinline (as startModelSpan)
 func (r *run) endModelSpan(span trace.Span, operation string, u models.Usage, err error) {
 	if span == nil {
 		return

@@ -442,13 +442,26 @@ func (t *Transport) conn(ctx context.Context, key string) (*h1conn, error) {
 		}
 		c.conn.Close() // the server closed it, or sent what no request asked for
 	}
-	conn, err := t.dial(ctx, "tcp", key)
+	// On a goroutine of its own: a dial goes 2.5 KiB deep into the net package, enough to grow
+	// a turn's stack from 8 to 16 KiB, which it then keeps while it waits on the model.
+	dialed := make(chan dialResult, 1)
+	go func() {
+		conn, err := t.dial(ctx, "tcp", key)
+		dialed <- dialResult{conn, err}
+	}()
+	d := <-dialed
+	conn, err := d.conn, d.err
 	if err != nil {
 		return nil, err
 	}
 	c := &h1conn{t: t, key: key, conn: conn}
 	c.br = bufio.NewReaderSize(c, t.readBuffer)
 	return c, nil
+}
+
+type dialResult struct {
+	conn net.Conn
+	err  error
 }
 
 // take pops key's most recently used idle connection, nil when there is none.

@@ -97,7 +97,7 @@ func (rt *Runtime) subagent(ctx context.Context, name, task string, input json.R
 	if len(input) > 0 {
 		text += "\n\nInput:\n" + string(input)
 	}
-	res := loop.Run(ctx, loop.Params{
+	res := loop.Run(ctx, &loop.Params{
 		Provider: provider, ProviderName: ref.Provider, Model: ref.Model, Effort: ref.Effort,
 		ContextWindow: rt.opts.ContextWindow, System: prof.System(call.Session.Context),
 		Input: []models.Message{{Role: models.RoleUser, Content: text, Parts: specialistParts(name, files, call.Host)}}, Tools: prof.Tools.Set,

@@ -33,7 +33,7 @@ func TestThroughTheLoop(t *testing.T) {
 	run := func(message string) sse.Frame {
 		t.Helper()
 		sink := &resultFrames{}
-		res := loop.Run(ctx, loop.Params{
+		res := loop.Run(ctx, &loop.Params{
 			Provider: models.Echo{}, ProviderName: "echo", Model: "echo", Tools: set, Sink: sink,
 			Session: tools.Session{ID: "sess-9"},
 			Input:   []models.Message{{Role: models.RoleUser, Content: message}},

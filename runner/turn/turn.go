@@ -246,14 +246,49 @@ func (t *Turn) Abandon() {
 // Run streams the turn to sink, stores its result and releases the Lock. A sink that fails
 // (a client that left) should cancel ctx: the turn ends with user_abort and its partial answer
 // is stored. The done frame is the last frame.
+//
+// Its frame is small, and so are begin's and end's callers' frames below the wait: a turn
+// waiting on its model is what an open stream costs, and the runtime gives a goroutine an 8 KiB
+// stack in place of 16 only while every frame on it stays well under that. So the work before
+// and after the loop is in functions of their own, and the loop's parameters are on the heap.
 func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
-	var timing *timingSink
+	r := t.begin(ctx, sink)
+	var res loop.Result
+	if t.modelErr != nil {
+		res = t.unavailable(r)
+	} else {
+		res = loop.Run(r.ctx, t.params(r))
+	}
+	t.end(r, &res)
+	return res
+}
+
+// unavailable is the result of a turn whose model is not available.
+func (t *Turn) unavailable(r *running) loop.Result {
+	t.e.cfg.Logger.WarnContext(r.ctx, "model unavailable", "provider", t.ref.Provider, "model", t.ref.Model, "err", t.modelErr)
+	_ = r.sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "model " + t.ref.Provider + "/" + t.ref.Model + " is not available: " + t.modelErr.Error()})
+	return loop.Result{Reason: loop.ReasonError, Err: t.modelErr, Messages: t.input}
+}
+
+// running is a turn's state between begin and end.
+type running struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc // nil without a lock that can be lost
+	sink   loop.Sink
+	timing *timingSink // nil without an Observer
+	span   turnSpan
+}
+
+// begin sends the turn's first frames and starts its span.
+func (t *Turn) begin(ctx context.Context, sink loop.Sink) *running {
+	r := &running{}
 	if obs := t.e.cfg.Observer; obs != nil {
 		obs.TurnStarted()
-		timing = &timingSink{next: sink, start: time.Now()}
-		sink = timing
+		r.timing = &timingSink{next: sink, start: time.Now()}
+		sink = r.timing
 	}
 	sink = &checkpointSink{next: sink, t: t, ctx: ctx, start: time.Now()}
+	r.sink = sink
 	_ = sink.Emit(&sse.Frame{Type: sse.TypeInit, SessionID: t.l.ID}) // a gone client cancels ctx through the sink
 	if t.redacted != "" {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeInputRedacted, Text: t.redacted})
@@ -264,52 +299,55 @@ func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 	if t.fresh && t.prof.Skill != nil {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeSkillActivated, SkillName: t.prof.Skill.Name})
 	}
-	ctx, span := t.startSpan(ctx)
+	ctx, r.span = t.startSpan(ctx)
 	if t.lock.Lost != nil {
 		// A lost lock means another runtime may take the session: the turn stops at once.
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go func() {
+		ctx, r.cancel = context.WithCancelCause(ctx)
+		go func(ctx context.Context, cancel context.CancelCauseFunc) {
 			select {
 			case <-t.lock.Lost:
 				cancel(ErrLockLost)
 			case <-ctx.Done():
 			}
-		}()
+		}(ctx, r.cancel)
 	}
-	log := t.e.cfg.Logger
-	var res loop.Result
-	if t.modelErr != nil {
-		log.WarnContext(ctx, "model unavailable", "provider", t.ref.Provider, "model", t.ref.Model, "err", t.modelErr)
-		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "model " + t.ref.Provider + "/" + t.ref.Model + " is not available: " + t.modelErr.Error()})
-		res = loop.Result{Reason: loop.ReasonError, Err: t.modelErr, Messages: t.input}
-	} else {
-		res = loop.Run(ctx, loop.Params{
-			Provider: t.provider, ProviderName: t.ref.Provider, Model: t.ref.Model, Effort: t.ref.Effort,
-			ContextWindow: t.e.cfg.ContextWindow, System: t.system,
-			History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
-			MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: sink,
-			Session: tools.Session{ID: t.l.ID, Owner: t.owner, ScopeID: t.scope, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files, Model: t.choice, Eval: t.eval}, Approvals: t.approvals(),
-			Tracer:  t.e.cfg.Tracer,
-			OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: log,
-		})
+	r.ctx = ctx
+	return r
+}
+
+// params are the loop's parameters for the turn.
+func (t *Turn) params(r *running) *loop.Params {
+	return &loop.Params{
+		Provider: t.provider, ProviderName: t.ref.Provider, Model: t.ref.Model, Effort: t.ref.Effort,
+		ContextWindow: t.e.cfg.ContextWindow, System: t.system,
+		History: t.history, Summary: t.summary, Input: t.input, Tools: t.prof.Tools.Set,
+		MaxTurns: t.e.cfg.MaxTurns, Budget: t.budget, Used: t.used, Queue: t.queue, Sink: r.sink,
+		Session: tools.Session{ID: t.l.ID, Owner: t.owner, ScopeID: t.scope, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files, Model: t.choice, Eval: t.eval}, Approvals: t.approvals(),
+		Tracer:  t.e.cfg.Tracer,
+		OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: t.e.cfg.Logger,
+	}
+}
+
+// end stores the turn's result, ends its span and sends the done frame.
+func (t *Turn) end(r *running, res *loop.Result) {
+	ctx := r.ctx
+	if r.cancel != nil {
+		defer r.cancel(nil)
 	}
 	if errors.Is(context.Cause(ctx), ErrLockLost) {
-		log.ErrorContext(ctx, "turn stopped: its session lock was lost", "session", t.l.ID)
-		_ = sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "the session's turn lock was lost (another runtime may run a turn on it now): the turn stopped and its answer was not stored"})
+		t.e.cfg.Logger.ErrorContext(ctx, "turn stopped: its session lock was lost", "session", t.l.ID)
+		_ = r.sink.Emit(&sse.Frame{Type: sse.TypeError, Message: "the session's turn lock was lost (another runtime may run a turn on it now): the turn stopped and its answer was not stored"})
 		res.Reason = loop.ReasonError
 	}
-	t.finish(ctx, res, sampledTraceID(span.Span))
-	if timing != nil {
-		t.e.cfg.Observer.TurnDone(t.report(res, timing.first))
+	t.finish(ctx, *res, sampledTraceID(r.span.Span))
+	if r.timing != nil {
+		t.e.cfg.Observer.TurnDone(t.report(*res, r.timing.first))
 	}
-	traceID := t.endSpan(span, res)
-	_ = sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, TraceID: traceID, Usage: &sse.Usage{
+	traceID := t.endSpan(r.span, *res)
+	_ = r.sink.Emit(&sse.Frame{Type: sse.TypeDone, Reason: string(res.Reason), Turns: res.Turns, TraceID: traceID, Usage: &sse.Usage{
 		InputTokens: res.Usage.InputTokens, OutputTokens: res.Usage.OutputTokens,
 		CachedTokens: res.Usage.CachedTokens, TotalTokens: res.Usage.Total(),
 	}})
-	return res
 }
 
 // handoff switches the session's root agent to `to` (the handoff built-in): the session
