@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"svc/runner/models"
@@ -159,11 +158,8 @@ type run struct {
 
 	mu      sync.Mutex // serialises the sink: tools emit from their goroutines
 	sinkErr error
-	frame   sse.Frame       // reused for streamed deltas
 	text    []byte          // text streamed by the current model call
 	resp    models.Response // the answer of the current model call
-
-	spanAttrs [5]attribute.KeyValue // the current model span's attributes (endModelSpan)
 }
 
 // Run runs the loop until a done reason (spec §6.3). It emits error frames itself; the done
@@ -180,7 +176,7 @@ func Run(ctx context.Context, p *Params) Result {
 	if r.window <= 0 {
 		r.window = models.ContextWindow(p.ProviderName, p.Model)
 	}
-	r.all = make([]models.Message, 0, len(p.History)+len(p.Input)+4)
+	r.all = make([]models.Message, 0, len(p.History)+len(p.Input)+2) // the answer and one more: each is 152 bytes of every open stream
 	r.all = append(r.all, p.History...)
 	r.nHist = len(r.all)
 	r.all = append(r.all, p.Input...)
@@ -308,16 +304,28 @@ func (r *run) onEvent(ev models.Event) error {
 			return nil
 		}
 		r.text = append(r.text, ev.Text...)
-		r.frame = sse.Frame{Type: sse.TypeTextDelta, Content: ev.Text}
-		return r.emit(&r.frame)
+		return r.emitDelta(sse.TypeTextDelta, ev.Text)
 	case models.EventThinkingDelta:
 		if ev.Text == "" {
 			return nil
 		}
-		r.frame = sse.Frame{Type: sse.TypeThinkingDelta, Content: ev.Text}
-		return r.emit(&r.frame)
+		return r.emitDelta(sse.TypeThinkingDelta, ev.Text)
 	}
 	return nil // tool calls run once the answer is complete
+}
+
+// deltaFrames are the frames streamed deltas are sent in (a sink keeps no frame past its
+// Emit): a frame of every run's own would be 720 bytes more for each open stream.
+var deltaFrames = sync.Pool{New: func() any { return new(sse.Frame) }}
+
+// emitDelta sends a text or reasoning delta.
+func (r *run) emitDelta(typ sse.Type, text string) error {
+	f := deltaFrames.Get().(*sse.Frame)
+	*f = sse.Frame{Type: typ, Content: text}
+	err := r.emit(f)
+	*f = sse.Frame{}
+	deltaFrames.Put(f)
+	return err
 }
 
 // emit sends f to the sink; after the first failure it cancels the run and drops frames.

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -34,21 +35,28 @@ func (r *run) startModelSpan(operation string) trace.Span {
 }
 
 // endModelSpan sets the model span's attributes, all at once (the SDK then sizes its attribute
-// array once), from the run's own array (the SDK copies them), and its error, and ends it.
+// array once), from an array of spanAttrs (the SDK copies them), and its error, and ends it.
 //
 //go:noinline (as startModelSpan)
 func (r *run) endModelSpan(span trace.Span, operation string, u models.Usage, err error) {
 	if span == nil {
 		return
 	}
-	r.spanAttrs = [...]attribute.KeyValue{attrOperation.String(operation), attrProvider.String(r.p.ProviderName),
+	a := spanAttrs.Get().(*[5]attribute.KeyValue)
+	*a = [...]attribute.KeyValue{attrOperation.String(operation), attrProvider.String(r.p.ProviderName),
 		attrModel.String(r.p.Model), attrInputTokens.Int(u.InputTokens), attrOutputTokens.Int(u.OutputTokens)}
-	span.SetAttributes(r.spanAttrs[:]...)
+	span.SetAttributes(a[:]...)
+	*a = [5]attribute.KeyValue{}
+	spanAttrs.Put(a)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
 }
+
+// spanAttrs are the arrays model spans' attributes are built in: one in every run would be 320
+// bytes more for each open stream.
+var spanAttrs = sync.Pool{New: func() any { return new([5]attribute.KeyValue) }}
 
 // startToolSpan starts the span of one tool call; its context carries the span to the tool, so
 // that what the tool does (a handler's children, a subagent's model calls) nests under it.

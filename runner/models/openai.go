@@ -172,6 +172,7 @@ func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, ac
 	if res.StatusCode >= 400 {
 		return p.retry.httpError(res.StatusCode, readErrorBody(res.Body), res.Header)
 	}
+	res.Header = nil // read no further: half a KiB of each open stream
 	br, _ := p.readers.Get().(*bufio.Reader)
 	if br == nil {
 		br = bufio.NewReaderSize(res.Body, eventBufferSize)

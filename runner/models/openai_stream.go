@@ -18,7 +18,7 @@ const maxEventLine = 32 << 20
 // streams (and while it thinks), so it is paid per open stream; a line longer than it is
 // gathered in eventReader.long. A chunk's line is a few hundred bytes (longer ones, such as a
 // tool call's arguments sent whole, take one more copy).
-const eventBufferSize = 1 << 10
+const eventBufferSize = 512
 
 // errEventLine is the error of a line longer than maxEventLine.
 var errEventLine = errors.New("event stream line too long")

@@ -49,8 +49,9 @@ type Transport struct {
 }
 
 // NewTransport returns the transport of model calls: a pool of up to 512 idle connections
-// per model host, closed after 90 s unused, 1 KiB read buffers (the providers' event readers
-// buffer what they read), and HTTPS as Go's default transport with HTTP/1.1 and HTTP/2.
+// per model host, closed after 90 s unused, 512-byte read buffers (the providers' event
+// readers buffer what they read), and HTTPS as Go's default transport with HTTP/1.1 and
+// HTTP/2 and 1 KiB connection buffers.
 func NewTransport() *Transport {
 	std := http.DefaultTransport.(*http.Transport).Clone()
 	std.MaxIdleConns = 1024
@@ -67,7 +68,7 @@ func NewTransport() *Transport {
 		dial:           d.DialContext,
 		maxIdlePerHost: std.MaxIdleConnsPerHost,
 		idleTimeout:    std.IdleConnTimeout,
-		readBuffer:     std.ReadBufferSize,
+		readBuffer:     512, // an event of a streamed answer is a few hundred bytes; a longer read goes past the buffer
 		idle:           map[string][]*h1conn{},
 	}
 }

@@ -229,7 +229,7 @@ func (s *Stream) Run(after time.Duration, move func(to func() (*Conn, error)) er
 	}
 	// c is in the listener's set before the connection leaves the server, so that a
 	// Shutdown between the two does not miss it.
-	c := &Conn{l: s.l, gone: gone, watched: make(chan struct{}), buf: make([]byte, 0, 512)}
+	c := &Conn{l: s.l, gone: gone, watched: make(chan struct{})}
 	s.l.add(c)
 	err := move(func() (*Conn, error) {
 		conn, brw, err := http.NewResponseController(s.w).Hijack()
@@ -262,8 +262,8 @@ func (s *Stream) Run(after time.Duration, move func(to func() (*Conn, error)) er
 type Conn struct {
 	l    *Listener
 	conn net.Conn
-	buf  []byte
-	head []byte // bytes the server had read ahead of the stream's request, and a byte watch read
+	buf  *[]byte // from chunkBufs between a Write and its Flush, else nil
+	head []byte  // bytes the server had read ahead of the stream's request, and a byte watch read
 	err  error
 	gone func()
 
@@ -285,6 +285,10 @@ func (c *Conn) attach(conn net.Conn, r *bufio.Reader) {
 	c.l.mu.Unlock()
 }
 
+// chunkBufs hold the chunks written between a Write and its Flush: a buffer of each parked
+// stream's own would be 512 bytes more for each stream waiting on its model.
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 // Write buffers p as one chunk.
 func (c *Conn) Write(p []byte) (int, error) {
 	if c.err != nil {
@@ -293,10 +297,13 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil // an empty chunk would end the body
 	}
-	c.buf = strconv.AppendInt(c.buf, int64(len(p)), 16)
-	c.buf = append(c.buf, '\r', '\n')
-	c.buf = append(c.buf, p...)
-	c.buf = append(c.buf, '\r', '\n')
+	if c.buf == nil {
+		c.buf = chunkBufs.Get().(*[]byte)
+	}
+	b := strconv.AppendInt(*c.buf, int64(len(p)), 16)
+	b = append(b, '\r', '\n')
+	b = append(b, p...)
+	*c.buf = append(b, '\r', '\n')
 	return len(p), nil
 }
 
@@ -305,15 +312,24 @@ func (c *Conn) Flush() error {
 	if c.err != nil {
 		return c.err
 	}
-	if len(c.buf) == 0 {
+	if c.buf == nil {
 		return nil
 	}
-	_, c.err = c.conn.Write(c.buf)
-	c.buf = c.buf[:0]
-	if cap(c.buf) > 4<<10 {
-		c.buf = make([]byte, 0, 512) // a burst of frames must not pin its buffer while the stream waits
-	}
+	_, c.err = c.conn.Write(*c.buf)
+	c.releaseBuf()
 	return c.err
+}
+
+// releaseBuf gives c's buffer back, unless a burst of frames grew it too large to keep.
+func (c *Conn) releaseBuf() {
+	if c.buf == nil {
+		return
+	}
+	if cap(*c.buf) <= 4<<10 {
+		*c.buf = (*c.buf)[:0]
+		chunkBufs.Put(c.buf)
+	}
+	c.buf = nil
 }
 
 // startWatch watches for the client leaving: on Linux with the shared poller, which holds no
@@ -382,10 +398,13 @@ func isTimeout(err error) bool {
 func (c *Conn) finish() {
 	defer c.l.remove(c)
 	if c.err == nil {
-		c.buf = append(c.buf, "0\r\n\r\n"...)
-		_, c.err = c.conn.Write(c.buf)
-		c.buf = nil
+		if c.buf == nil {
+			c.buf = chunkBufs.Get().(*[]byte)
+		}
+		*c.buf = append(*c.buf, "0\r\n\r\n"...)
+		_, c.err = c.conn.Write(*c.buf)
 	}
+	c.releaseBuf()
 	c.stopWatch()
 	c.mu.Lock()
 	lost := c.lost

@@ -27,13 +27,14 @@ var ErrClosed = errors.New("sse: stream closed")
 // last of a turn, is flushed by the Close or Detach that follows it, so that it shares the
 // last system call of the response.
 type Writer struct {
-	mu  sync.Mutex
-	w   http.ResponseWriter
-	dst Dest // the response, or where Move moved the stream
-	buf []byte
-	seq int64
-	err error
-	ts  stampCache
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	dst  Dest    // the response, or where Move moved the stream
+	buf  []byte  // the frame being written, in *bufp
+	bufp *[]byte // from frameBufs while a frame is written, else nil
+	seq  int64
+	err  error
+	ts   stampCache
 
 	coalesce bool // Coalesce was called
 	flushing bool // a flusher goroutine runs
@@ -65,7 +66,7 @@ func (r response) Flush() error                { return r.rc.Flush() }
 
 // NewWriter returns a Writer over w. It writes nothing until Start or the first frame.
 func NewWriter(w http.ResponseWriter) *Writer {
-	return &Writer{w: w, dst: response{w, http.NewResponseController(w)}, buf: make([]byte, 0, 512)}
+	return &Writer{w: w, dst: response{w, http.NewResponseController(w)}}
 }
 
 // Move flushes what is written to the response and sends the rest of the stream to the Dest
@@ -224,7 +225,8 @@ func (sw *Writer) Comment(text string) error {
 	if sw.err != nil {
 		return sw.err
 	}
-	sw.buf = append(sw.buf[:0], ':', ' ')
+	sw.takeBuf()
+	sw.buf = append(sw.buf, ':', ' ')
 	sw.buf = append(sw.buf, text...)
 	sw.buf = append(sw.buf, '\n', '\n')
 	return sw.sendLocked()
@@ -251,7 +253,8 @@ func (sw *Writer) stamp(f *Frame) []byte {
 
 func (sw *Writer) begin() {
 	sw.seq++
-	b := append(sw.buf[:0], "id: "...)
+	sw.takeBuf()
+	b := append(sw.buf, "id: "...)
 	b = strconv.AppendInt(b, sw.seq, 10)
 	sw.buf = append(b, "\ndata: "...)
 }
@@ -269,14 +272,34 @@ func (sw *Writer) sendLocked() error {
 
 // writeLocked writes the frame in sw.buf to the response without flushing it.
 func (sw *Writer) writeLocked() error {
-	if _, err := sw.dst.Write(sw.buf); err != nil {
+	_, err := sw.dst.Write(sw.buf)
+	sw.releaseBuf()
+	if err != nil {
 		sw.err = fmt.Errorf("%w: %w", ErrClosed, err)
 		return sw.err
 	}
-	if cap(sw.buf) > 64<<10 {
-		sw.buf = make([]byte, 0, 512) // one huge frame must not pin its buffer for the whole stream
-	}
 	return nil
+}
+
+// frameBufs hold frames while they are written: a buffer of each stream's own would be 512
+// bytes more for each stream waiting on its model.
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// takeBuf gives sw an empty buffer for the next frame.
+func (sw *Writer) takeBuf() {
+	if sw.bufp == nil {
+		sw.bufp = frameBufs.Get().(*[]byte)
+	}
+	sw.buf = (*sw.bufp)[:0]
+}
+
+// releaseBuf gives sw's buffer back, unless one huge frame grew it too large to keep.
+func (sw *Writer) releaseBuf() {
+	if sw.bufp != nil && cap(sw.buf) <= 64<<10 {
+		*sw.bufp = sw.buf[:0]
+		frameBufs.Put(sw.bufp)
+	}
+	sw.buf, sw.bufp = nil, nil
 }
 
 // kickLocked has the flusher of Coalesce flush, starting it when none runs.

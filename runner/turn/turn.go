@@ -247,10 +247,10 @@ func (t *Turn) Abandon() {
 // (a client that left) should cancel ctx: the turn ends with user_abort and its partial answer
 // is stored. The done frame is the last frame.
 //
-// Its frame is small, and so are begin's and end's callers' frames below the wait: a turn
-// waiting on its model is what an open stream costs, and the runtime gives a goroutine an 8 KiB
-// stack in place of 16 only while every frame on it stays well under that. So the work before
-// and after the loop is in functions of their own, and the loop's parameters are on the heap.
+// Its frame is small: a turn waiting on its model is what an open stream costs, and its
+// goroutine keeps an 8 KiB stack in place of 16 only while the frames on it stay well under
+// that (scripts/stackgrow.sh). So the work before and after the loop is in functions of their
+// own, and the loop's parameters are on the heap.
 func (t *Turn) Run(ctx context.Context, sink loop.Sink) loop.Result {
 	r := t.begin(ctx, sink)
 	var res loop.Result

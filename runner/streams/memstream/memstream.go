@@ -72,7 +72,7 @@ func (l *Log) OpenTurn(session, turn string, stop func()) streams.Writer {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.cfg.Now()
-	t := &turnLog{turn: turn, started: now, stop: stop, arena: make([]byte, 0, 1024)}
+	t := &turnLog{turn: turn, started: now, stop: stop, arena: make([]byte, 0, 256)} // grows as the turn streams: an open stream waiting on its model holds two or three frames
 	if now.Sub(l.lastSweep) >= l.cfg.Retention/5 {
 		l.lastSweep = now
 		for id, old := range l.logs {
