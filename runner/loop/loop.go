@@ -88,6 +88,10 @@ type Params struct {
 	// nil refuses handoffs (the call's result says so to the model).
 	Handoff func(to string) (Switch, error)
 	Logger  *slog.Logger
+	// Cancel, when set, cancels Run's ctx, which the caller cancels once Run returns: the run
+	// cancels through it (a sink that fails) instead of through a context of its own, which
+	// would cost each open stream a context, its channel and its parent's map of children.
+	Cancel context.CancelCauseFunc
 }
 
 // Approvals records and awaits the user's approval of calls (CONTRACT §7, Approvals).
@@ -166,8 +170,11 @@ type run struct {
 // frame is the caller's, after it has stored the result. A handoff changes p's System and
 // Tools.
 func Run(ctx context.Context, p *Params) Result {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	cancel := p.Cancel
+	if cancel == nil {
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+	}
 	r := &run{p: p, ctx: ctx, cancel: cancel, log: p.Logger, summary: p.Summary}
 	if r.log == nil {
 		r.log = slog.Default()

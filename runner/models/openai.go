@@ -172,7 +172,9 @@ func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, ac
 	if res.StatusCode >= 400 {
 		return p.retry.httpError(res.StatusCode, readErrorBody(res.Body), res.Header)
 	}
-	res.Header = nil // read no further: half a KiB of each open stream
+	// Read no further: the answer's header and the request (its header, URL and trace) would be
+	// more than a KiB of each open stream.
+	res.Header, res.Request = nil, nil
 	br, _ := p.readers.Get().(*bufio.Reader)
 	if br == nil {
 		br = bufio.NewReaderSize(res.Body, eventBufferSize)

@@ -86,6 +86,7 @@ func (rt *Runtime) streamTurn(w http.ResponseWriter, r *http.Request, t *turn.Tu
 		defer lw.Close()
 		// Detach, not Close: the server flushes the last frames with the end of the response.
 		defer sw.Detach() //nolint:errcheck // a client that left is the turn's user_abort, already handled
+		t.Cancel = cancel
 		t.Run(ctx, sink(sw, cancel, keep, lw))
 	})
 }

@@ -57,6 +57,10 @@ type Start struct {
 
 // Turn is one chat turn between Open and the done frame of Run.
 type Turn struct {
+	// Cancel, when set before Run, cancels the ctx Run is given (the caller cancels it after
+	// Run): the turn's loop cancels through it rather than through a context of its own.
+	Cancel context.CancelCauseFunc
+
 	e        *Engine
 	l        *live.Session
 	lock     Lock
@@ -273,7 +277,8 @@ func (t *Turn) unavailable(r *running) loop.Result {
 // running is a turn's state between begin and end.
 type running struct {
 	ctx    context.Context
-	cancel context.CancelCauseFunc // nil without a lock that can be lost
+	cancel context.CancelCauseFunc // of ctx: the turn's own (a lock that can be lost), t.Cancel, or nil
+	own    bool                    // cancel is the turn's own, to call when it ends
 	sink   loop.Sink
 	timing *timingSink // nil without an Observer
 	span   turnSpan
@@ -300,7 +305,9 @@ func (t *Turn) begin(ctx context.Context, sink loop.Sink) *running {
 		_ = sink.Emit(&sse.Frame{Type: sse.TypeSkillActivated, SkillName: t.prof.Skill.Name})
 	}
 	ctx, r.span = t.startSpan(ctx)
+	r.cancel = t.Cancel
 	if t.lock.Lost != nil {
+		r.own = true
 		// A lost lock means another runtime may take the session: the turn stops at once.
 		ctx, r.cancel = context.WithCancelCause(ctx)
 		go func(ctx context.Context, cancel context.CancelCauseFunc) {
@@ -325,13 +332,14 @@ func (t *Turn) params(r *running) *loop.Params {
 		Session: tools.Session{ID: t.l.ID, Owner: t.owner, ScopeID: t.scope, Context: t.context, Calls: new(atomic.Int64), Attachments: t.files, Model: t.choice, Eval: t.eval}, Approvals: t.approvals(),
 		Tracer:  t.e.cfg.Tracer,
 		OnSkill: t.onSkill, OnKnowledge: t.onKnowledge, Handoff: t.handoff, Logger: t.e.cfg.Logger,
+		Cancel: r.cancel,
 	}
 }
 
 // end stores the turn's result, ends its span and sends the done frame.
 func (t *Turn) end(r *running, res *loop.Result) {
 	ctx := r.ctx
-	if r.cancel != nil {
+	if r.own {
 		defer r.cancel(nil)
 	}
 	if errors.Is(context.Cause(ctx), ErrLockLost) {
