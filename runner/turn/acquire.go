@@ -59,7 +59,7 @@ func (e *Engine) Open(ctx context.Context, st Start) (*Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.begin(ctx, l, lk, size, v.Redacted, st)
+	return e.begin(ctx, l, lk, size, v.Redacted, &st)
 }
 
 // acquire resolves the session of st and takes its turn lock (Open).

@@ -13,7 +13,7 @@ import (
 // startRun is the record of the turn's run as it begins: kept on the session (State.Run) while
 // the turn runs, so that a turn its process leaves running is still recorded (sessions.Interrupt).
 // Called by setup, under the session's lock.
-func (t *Turn) startRun(st Start, now time.Time) *sessions.Run {
+func (t *Turn) startRun(st *Start, now time.Time) *sessions.Run {
 	kind := sessions.RunChat
 	if st.Eval != nil {
 		kind = sessions.RunEval

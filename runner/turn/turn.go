@@ -101,7 +101,7 @@ func (t *Turn) SessionID() string { return t.l.ID }
 // that can refuse the message (an *Error) comes before its attachments are stored, so a refused
 // message stores nothing; on any error the Lock is released. On success the Turn owns the Lock
 // until Run or Abandon.
-func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64, redacted bool, st Start) (*Turn, error) {
+func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64, redacted bool, st *Start) (*Turn, error) {
 	t := &Turn{e: e, l: l, lock: lk, queue: loop.NewQueue()}
 	// The history the model will see is taken, and its attachments read back, before the
 	// message's content goes to the session's blobs, apart from its history rows; then setup
@@ -143,7 +143,7 @@ func (e *Engine) begin(ctx context.Context, l *live.Session, lk Lock, size int64
 
 // admit checks, under l's mutex, what could refuse the message on the turn's session: its
 // storage bound and the metadata keys it would hold.
-func (t *Turn) admit(st Start, size int64) error {
+func (t *Turn) admit(st *Start, size int64) error {
 	s := t.l.S
 	if err := t.e.checkSessionStorage(s, size); err != nil {
 		return err
@@ -181,7 +181,7 @@ func MergeMetadata(have, add map[string]string) map[string]string {
 
 // setup applies an admitted message to the turn's session: metadata, context, status, the
 // turn's prompt and model, and the user's entry in the history (its parts kept by reference).
-func (t *Turn) setup(st Start, kept []models.Part) {
+func (t *Turn) setup(st *Start, kept []models.Part) {
 	e, l := t.e, t.l
 	l.Lock()
 	defer l.Unlock()
