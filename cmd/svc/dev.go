@@ -31,6 +31,7 @@ func devCommand() *cobra.Command {
 	cmd.Flags().StringVar(&defaultModel, "default-model", os.Getenv("SVC_DEFAULT_MODEL"), "provider/model used when svc.json names none (env SVC_DEFAULT_MODEL)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		log := newLogger(Config{LogLevel: "info"}, os.Stderr)
+		applyMemoryLimit(log)
 		o := runtime.DevOptions{Dir: ".", AuthToken: os.Getenv("AUTH_TOKEN"), Logger: log}
 		if len(args) == 1 {
 			o.Dir = args[0]

@@ -60,7 +60,9 @@ func roleCommand(name, short string, r role, run roleFunc) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		return run(cmd.Context(), cmd, cfg, newLogger(cfg, cmd.ErrOrStderr()))
+		log := newLogger(cfg, cmd.ErrOrStderr())
+		applyMemoryLimit(log)
+		return run(cmd.Context(), cmd, cfg, log)
 	}
 	return cmd
 }
