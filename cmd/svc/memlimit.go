@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -57,12 +56,10 @@ func cgroupMemoryLimit(root fs.FS) (int64, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	var v2, v1 string
-	haveV2, haveV1 := false, false
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
+	var v2, v1 string // the cgroup paths, which start with "/"; "" when absent
+	for line := range strings.Lines(string(b)) {
 		// hierarchy-ID:controller-list:cgroup-path
-		id, rest, ok := strings.Cut(sc.Text(), ":")
+		id, rest, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ":")
 		if !ok {
 			continue
 		}
@@ -72,29 +69,20 @@ func cgroupMemoryLimit(root fs.FS) (int64, string, error) {
 		}
 		switch {
 		case id == "0" && controllers == "":
-			v2, haveV2 = p, true
-		case containsController(controllers, "memory"):
-			v1, haveV1 = p, true
+			v2 = p
+		case slices.Contains(strings.Split(controllers, ","), "memory"):
+			v1 = p
 		}
 	}
-	if haveV2 {
+	if v2 != "" {
 		if _, err := fs.Stat(root, "sys/fs/cgroup/cgroup.controllers"); err == nil {
 			return smallestLimit(root, "sys/fs/cgroup", v2, "memory.max")
 		}
 	}
-	if haveV1 {
+	if v1 != "" {
 		return smallestLimit(root, "sys/fs/cgroup/memory", v1, "memory.limit_in_bytes")
 	}
 	return 0, "", nil
-}
-
-func containsController(list, name string) bool {
-	for _, c := range strings.Split(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
 }
 
 // smallestLimit reads file in the cgroup at mount+cgroup and each of its parents, and returns

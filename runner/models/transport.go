@@ -117,7 +117,7 @@ func (t *Transport) roundTrip(req *http.Request, cancel context.CancelFunc) (*ht
 	}
 	head, err := requestHead(req)
 	if err != nil {
-		closeBody(req)
+		closeBodyOf(req.Body)
 		return nil, err
 	}
 	body := req.Body
@@ -204,8 +204,6 @@ func (b *cancelBody) Close() error {
 	b.cancel()
 	return err
 }
-
-func closeBody(req *http.Request) { closeBodyOf(req.Body) }
 
 func closeBodyOf(body io.ReadCloser) {
 	if body != nil {
