@@ -182,11 +182,6 @@ func Begin(w http.ResponseWriter, r *http.Request) *Stream {
 	return s
 }
 
-// Context returns a context for the stream's work: r's values, but not its cancellation,
-// which ends when the handler returns (as it does once the stream is parked). The stream learns
-// that its client left from Run's gone instead.
-func (s *Stream) Context() context.Context { return context.WithoutCancel(s.r.Context()) }
-
 // Run runs body on a goroutine of its own and returns when it ends, or, when it is still
 // running after the stream has waited for after (and the stream is parkable), once it has
 // parked it: move is called to flush what is written to the response and to redirect the

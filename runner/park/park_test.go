@@ -67,7 +67,9 @@ func newStreamer(after time.Duration, n int) *streamer {
 
 func (st *streamer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ps := park.Begin(w, r)
-	ctx, cancel := context.WithCancel(ps.Context())
+	// Not the request's cancellation, which ends when the handler returns (as it does once the
+	// stream is parked): the stream learns that its client left from gone.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	sw := sse.NewWriter(w)
 	sw.Coalesce()
 	_ = sw.Start()

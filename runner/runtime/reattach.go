@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"svc/auth"
 	"svc/runner/access"
 	"svc/runner/loop"
@@ -62,7 +64,7 @@ func (rt *Runtime) streamTurn(w http.ResponseWriter, r *http.Request, t *turn.Tu
 	sink func(sw *sse.Writer, cancel context.CancelCauseFunc, keep bool, log streams.Writer) loop.Sink) {
 	ps := park.Begin(w, r)
 	keep := onDisconnect == disconnectContinue
-	ctx, cancel := context.WithCancelCause(ps.Context())
+	ctx, cancel := context.WithCancelCause(detach(r.Context()))
 	lw := rt.openLog(ctx, t.SessionID(), cancel)
 	sw := sse.NewWriter(w)
 	sw.Now = rt.now
@@ -89,6 +91,22 @@ func (rt *Runtime) streamTurn(w http.ResponseWriter, r *http.Request, t *turn.Tu
 		t.Cancel = cancel
 		t.Run(ctx, sink(sw, cancel, keep, lw))
 	})
+}
+
+// detach returns a context for a streamed turn: what it reads of its request's context (the
+// request log's note, the caller's span), not the request's cancellation, which ends when the
+// handler returns (as it does once the stream is parked; the stream learns that its client left
+// from park's gone instead), and not the rest of the server's contexts, which
+// context.WithoutCancel would keep as long as the turn (about 0.5 KiB of each open stream).
+func detach(r context.Context) context.Context {
+	ctx := context.Background()
+	if n, ok := r.Value(requestLogKey{}).(*requestNote); ok {
+		ctx = context.WithValue(ctx, requestLogKey{}, n)
+	}
+	if sp := trace.SpanFromContext(r); sp.SpanContext().IsValid() {
+		ctx = trace.ContextWithSpan(ctx, sp)
+	}
+	return ctx
 }
 
 // openLog opens the turn log of a streamed turn; a log that fails to open is logged and the
