@@ -43,6 +43,7 @@ type Transport struct {
 	maxIdlePerHost int
 	idleTimeout    time.Duration
 	readBuffer     int
+	readers        sync.Pool // of *bufio.Reader: a connection has one only while it reads a head
 
 	mu   sync.Mutex
 	idle map[string][]*h1conn // by host:port, the most recently used last
@@ -78,7 +79,7 @@ type h1conn struct {
 	t      *Transport
 	key    string
 	conn   net.Conn
-	br     *bufio.Reader // reads through the h1conn, which counts
+	br     *bufio.Reader // reads through the h1conn, which counts; from the pool during a call, nil while idle
 	nread  int64         // bytes read from conn since the request was written
 	reused bool          // served a request before this one
 	timer  *time.Timer   // closes the connection once idle too long
@@ -291,10 +292,13 @@ func (c *h1conn) exchange(req *http.Request, head []byte, body io.ReadCloser, ca
 	ctx := req.Context()
 	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
 	c.nread = 0
+	c.br = c.t.reader(c)
 	fail := func(err error) (*http.Response, bool, error) {
 		stop()
 		c.stopTimer()
 		c.conn.Close()
+		c.t.putReader(c.br) // no other goroutine reads it: the answer never reached its caller
+		c.br = nil
 		return nil, c.reused && c.nread == 0, err
 	}
 	err := c.write(head, body, req.ContentLength)
@@ -318,11 +322,16 @@ func (c *h1conn) exchange(req *http.Request, head []byte, body io.ReadCloser, ca
 		}
 		// 1xx: informational; the answer follows.
 	}
-	b := &h1body{rc: resp.Body, c: c, ctx: ctx, stop: stop, cancel: cancel,
-		reusable: !resp.Close && !req.Close && (resp.ContentLength >= 0 || len(resp.TransferEncoding) == 1 && resp.TransferEncoding[0] == "chunked")}
+	chunked := len(resp.TransferEncoding) == 1 && resp.TransferEncoding[0] == "chunked"
+	b := &h1body{r: resp.Body, c: c, ctx: ctx, stop: stop, cancel: cancel,
+		reusable: !resp.Close && !req.Close && (resp.ContentLength >= 0 || chunked)}
 	if resp.Body == http.NoBody {
 		b.finish(bodyEnded, b.reusable)
 		return resp, false, nil
+	}
+	if chunked {
+		b.d = &dechunker{br: c.br, release: c.t.putReader, conn: c}
+		b.r, c.br = b.d, nil
 	}
 	resp.Body = b
 	return resp, false, nil
@@ -367,7 +376,8 @@ var errBodyClosed = errors.New("models: read on a closed response body")
 // pool; closed before, or failed, the connection is closed. Close may come while a Read
 // waits (it closes the connection, which ends the Read).
 type h1body struct {
-	rc       io.ReadCloser
+	r        io.Reader  // net/http's body reading through the connection's br, or d
+	d        *dechunker // a chunked body's
 	c        *h1conn
 	ctx      context.Context
 	stop     func() bool // of the AfterFunc that closes the connection when ctx ends
@@ -383,10 +393,10 @@ func (b *h1body) Read(p []byte) (int, error) {
 	case bodyClosed:
 		return 0, errBodyClosed
 	}
-	n, err := b.rc.Read(p)
+	n, err := b.r.Read(p)
 	switch {
 	case err == io.EOF:
-		b.finish(bodyEnded, b.reusable)
+		b.finish(bodyEnded, b.reusable && (b.d == nil || b.d.drained()))
 	case err != nil:
 		b.finish(bodyClosed, false)
 		if cause := context.Cause(b.ctx); cause != nil {
@@ -402,7 +412,8 @@ func (b *h1body) Close() error {
 }
 
 // finish lets go of the connection once: back to the pool when keep is true and the call's
-// context did not close it.
+// context did not close it. keep is true only on the goroutine that read the body to its end
+// (or, for an answer without one, the call's), which alone may give the head's reader back.
 func (b *h1body) finish(state int32, keep bool) {
 	if !b.state.CompareAndSwap(bodyOpen, state) {
 		return
@@ -410,8 +421,37 @@ func (b *h1body) finish(state int32, keep bool) {
 	if !b.stop() {
 		keep = false // the AfterFunc closed it
 	}
+	if keep {
+		br := b.c.br
+		if b.d != nil {
+			br, b.d.br = b.d.br, nil
+		}
+		b.c.br = nil
+		if br != nil {
+			if br.Buffered() > 0 {
+				keep = false // the server sent what no call asked for
+			} else {
+				b.c.t.putReader(br)
+			}
+		}
+	}
 	b.c.done(keep)
 	b.cancel()
+}
+
+// reader returns a reader of c's answer's head, from the pool.
+func (t *Transport) reader(c *h1conn) *bufio.Reader {
+	if br, ok := t.readers.Get().(*bufio.Reader); ok {
+		br.Reset(c)
+		return br
+	}
+	return bufio.NewReaderSize(c, t.readBuffer)
+}
+
+// putReader gives a head's reader back to the pool.
+func (t *Transport) putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	t.readers.Put(br)
 }
 
 // done ends the connection's call: back to the pool, or closed.
@@ -435,7 +475,7 @@ func (t *Transport) conn(ctx context.Context, key string) (*h1conn, error) {
 		if c == nil {
 			break
 		}
-		if c.br.Buffered() == 0 && open(c.conn) {
+		if open(c.conn) {
 			c.reused = true
 			return c, nil
 		}
@@ -453,9 +493,7 @@ func (t *Transport) conn(ctx context.Context, key string) (*h1conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &h1conn{t: t, key: key, conn: conn}
-	c.br = bufio.NewReaderSize(c, t.readBuffer)
-	return c, nil
+	return &h1conn{t: t, key: key, conn: conn}, nil
 }
 
 type dialResult struct {

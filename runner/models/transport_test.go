@@ -384,6 +384,56 @@ func TestTransportRetriesOnceOnAStaleConnection(t *testing.T) {
 	}
 }
 
+// A chunked answer read through the transport's own decoder: the connection serves the next
+// call once the body has ended; a server that sent bytes past the end (with the head, or after
+// it) does not get the connection again, and a malformed body fails the read.
+func TestTransportChunkedAnswers(t *testing.T) {
+	answers := []string{
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nextra",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokX",
+	}
+	var conns atomic.Int32
+	var next atomic.Int32
+	url := rawServer(t, func(n int, c net.Conn) {
+		conns.Add(1)
+		br := bufio.NewReader(c)
+		for {
+			if _, _, err := readRequest(br); err != nil {
+				return
+			}
+			a := answers[next.Add(1)-1]
+			if i := strings.Index(a, "\r\n\r\n"); strings.HasSuffix(a, "extra") {
+				io.WriteString(c, a[:i+4]) // the head alone, then the body with what follows it
+				time.Sleep(10 * time.Millisecond)
+				a = a[i+4:]
+			}
+			io.WriteString(c, a)
+		}
+	})
+	tr := newTestTransport(t)
+	for i, want := range []string{"hello", "abc", "ok", "ok"} {
+		req, _ := http.NewRequest("GET", url, nil)
+		if _, body := do(t, tr, req); body != want {
+			t.Fatalf("call %d: %q, want %q", i, body, want)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2 (the third answer's extra bytes cost its connection)", n)
+	}
+	req, _ := http.NewRequest("GET", url, nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, err := io.ReadAll(resp.Body); !errors.Is(err, errMalformedChunk) {
+		t.Errorf("a malformed body read as %q, %v; want %v", b, err, errMalformedChunk)
+	}
+}
+
 // An informational answer before the real one is skipped; a switch of protocols is refused.
 func TestTransportInformationalAnswers(t *testing.T) {
 	url := rawServer(t, func(n int, c net.Conn) {
