@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -139,19 +138,15 @@ func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, ac
 	if b == nil {
 		return p.retry.streamError("request body released before an attempt", false) // not reached: see release
 	}
-	// A *bytes.Reader, which the transport knows to be in memory: it writes the header and the
-	// body together. wrote tells when the transport is done with it.
-	sent := bytes.NewReader(b)
-	var wrote atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
-		if i.Err == nil {
-			wrote.Store(true)
-		}
-	}})
+	// sent says when the transport has read all of it, as an httptrace.ClientTrace would, which
+	// was a context and 200 bytes more of each open stream.
+	sent := &sentBody{}
+	sent.r.Reset(b)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, sent)
 	if err != nil {
 		return p.retry.transportError(err)
 	}
+	hreq.ContentLength = int64(len(b))
 	hreq.GetBody = func() (io.ReadCloser, error) { // the default one would hold b
 		if b := body.bytes(); b != nil {
 			return io.NopCloser(bytes.NewReader(b)), nil
@@ -212,8 +207,8 @@ func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, ac
 		if err := acc.add(&chunk, em); err != nil {
 			return err
 		}
-		if em.emitted && !released && wrote.Load() {
-			sent.Reset(nil)
+		if em.emitted && !released && sent.read.Load() {
+			sent.r.Reset(nil)
 			body.release()
 			released = true
 		}
@@ -223,6 +218,27 @@ func (p *OpenAI) attempt(ctx context.Context, body *requestBody, em *emitter, ac
 	}
 	return acc.finish(em)
 }
+
+// sentBody is an attempt's request body, in memory: read to its end, the transport is done
+// with it. Go's HTTP/2 transport closes a body only when the call ends, so Close would not tell.
+// Only Read: a WriteTo would go round the mark.
+type sentBody struct {
+	r    bytes.Reader
+	read atomic.Bool // every byte was read: no further Read touches r, which the call may reset
+}
+
+func (s *sentBody) Read(p []byte) (int, error) {
+	if s.read.Load() {
+		return 0, io.EOF
+	}
+	n, err := s.r.Read(p)
+	if s.r.Len() == 0 {
+		s.read.Store(true)
+	}
+	return n, err
+}
+
+func (s *sentBody) Close() error { return nil }
 
 // openaiCall is a tool call being assembled from deltas.
 type openaiCall struct {
