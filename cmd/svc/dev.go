@@ -32,6 +32,7 @@ func devCommand() *cobra.Command {
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		log := newLogger(Config{LogLevel: "info"}, os.Stderr)
 		applyMemoryLimit(log)
+		applyGCPercent(log)
 		o := runtime.DevOptions{Dir: ".", AuthToken: os.Getenv("AUTH_TOKEN"), Logger: log}
 		if len(args) == 1 {
 			o.Dir = args[0]

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log/slog"
+	"runtime/debug"
 	"testing"
 	"testing/fstest"
 )
@@ -61,5 +63,23 @@ func TestCgroupMemoryLimit(t *testing.T) {
 				t.Errorf("limit %d from %q, want %d from %q", limit, where, c.limit, c.where)
 			}
 		})
+	}
+}
+
+// Unless GOGC is set, the processes that hold streams collect at streamsGCPercent; set, it
+// stays the operator's.
+func TestApplyGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	log := slog.New(slog.DiscardHandler)
+	t.Setenv("GOGC", "80")
+	applyGCPercent(log)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC=80 set: the target became %d, want it left alone", got)
+	}
+	t.Setenv("GOGC", "")
+	applyGCPercent(log)
+	if got := debug.SetGCPercent(100); got != streamsGCPercent {
+		t.Errorf("with GOGC unset: target %d, want %d", got, streamsGCPercent)
 	}
 }

@@ -62,6 +62,9 @@ func roleCommand(name, short string, r role, run roleFunc) *cobra.Command {
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		applyMemoryLimit(log)
+		if name == "runner" {
+			applyGCPercent(log)
+		}
 		return run(cmd.Context(), cmd, cfg, log)
 	}
 	return cmd
