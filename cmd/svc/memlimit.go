@@ -43,9 +43,11 @@ func applyMemoryLimit(log *slog.Logger) {
 // `svc runner` and `svc dev`, unless GOGC is set. At Go's default of 100 the heap grows by as much
 // as the live heap, the stacks and the globals before the next collection: a runner whose
 // memory is its open streams (a goroutine stack and a few KiB of turn each) then sits at up to
-// twice it. At 50, 2,000 streaming turns took 36 KiB each against 42-46, with no more CPU per
-// turn (BENCHMARKS.md, issue 29). Not for the roles that build: a bundle's build, which
-// allocates a lot on a small heap, took 1.8 times as long at 50.
+// twice it. At 50, 2,000 streams waiting on their model took 25-30 KiB each against 28-35,
+// and 2,000 streaming 35-43 against 41-46, at the same CPU per turn (BENCHMARKS.md, issue 29).
+// Not for the roles that build (`svc up`, `svc worker`): a bundle's build, which allocates a lot
+// on a small heap, took 1.8 times as long at 50 (12 ms more for support-desk); `svc dev` loads
+// its one agent once.
 const streamsGCPercent = 50
 
 // applyGCPercent sets the collector's target to streamsGCPercent unless GOGC is set.
