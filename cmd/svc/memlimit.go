@@ -46,7 +46,7 @@ func applyMemoryLimit(log *slog.Logger) {
 // twice it. At 50, 2,000 streams waiting on their model took 25-30 KiB each against 28-35,
 // and 2,000 streaming 35-43 against 41-46, at the same CPU per turn (BENCHMARKS.md, issue 29).
 // Not for the roles that build (`svc up`, `svc worker`): a bundle's build, which allocates a lot
-// on a small heap, took 1.8 times as long at 50 (12 ms more for support-desk); `svc dev` loads
+// on a small heap, took 1.8 times as long at 50 (about 10 ms more for support-desk); `svc dev` loads
 // its one agent once.
 const streamsGCPercent = 50
 
