@@ -62,8 +62,8 @@ func roleCommand(name, short string, r role, run roleFunc) *cobra.Command {
 		}
 		log := newLogger(cfg, cmd.ErrOrStderr())
 		applyMemoryLimit(log)
-		if name == "runner" {
-			applyGCPercent(log)
+		if r == forRunner {
+			applyGCPercent(log) // the one role whose memory is its streams (up and worker build bundles)
 		}
 		return run(cmd.Context(), cmd, cfg, log)
 	}
