@@ -9,12 +9,15 @@ import (
 	"time"
 )
 
-// The task types of the messaging channels: the turn of a message a channel delivered, and the
-// sending of the outbox entries of its replies (one task per batch, sent in order, so that the
-// parts of an answer arrive in their order; a failed entry holds back those after it).
+// The task types of the messaging channels: the turns of the deliveries acknowledged together
+// (one task for a batch, recorded with the batch, which enqueues a task of each turn once the
+// acknowledgements are out), the turn of a message a channel delivered, and the sending of the
+// outbox entries of its replies (one task per batch, sent in order, so that the parts of an
+// answer arrive in their order; a failed entry holds back those after it).
 const (
-	TaskChannelTurn = "channel:turn"
-	TaskChannelSend = "channel:send"
+	TaskChannelTurns = "channel:turns"
+	TaskChannelTurn  = "channel:turn"
+	TaskChannelSend  = "channel:send"
 )
 
 // channelTurnRetries is how often a channel turn is tried again: a message whose thread's session
@@ -28,6 +31,11 @@ type ChannelTurn struct {
 	DeliveryID string `json:"deliveryId"`
 	// Message is the parsed channels.Message, as JSON.
 	Message json.RawMessage `json:"message"`
+}
+
+// ChannelTurns is the payload of TaskChannelTurns.
+type ChannelTurns struct {
+	Turns []ChannelTurn `json:"turns"`
 }
 
 // ChannelSend is the payload of TaskChannelSend: outbox entries to send in order, not before At.
@@ -47,6 +55,35 @@ func ChannelTurnTask(t ChannelTurn) (Task, []Option, error) {
 	}
 	id := "channel:turn:" + t.AgentID + ":" + t.Channel + ":" + t.DeliveryID
 	return Task{Type: TaskChannelTurn, Payload: p, ID: id}, []Option{MaxRetry(channelTurnRetries)}, nil
+}
+
+// ChannelTurnsTask is the task of the turns of a batch of deliveries and its options: a batch's
+// turns are one row or call of the queue while the batch is acknowledged, not one per delivery.
+// A task of its own: its handler (ChannelHandler.Turns) enqueues each turn with EnqueueChannelTurns.
+func ChannelTurnsTask(ts []ChannelTurn) (Task, []Option, error) {
+	if len(ts) == 0 {
+		return Task{}, nil, fmt.Errorf("%w: a channel:turns task without turns", ErrBadTask)
+	}
+	p, err := json.Marshal(ChannelTurns{Turns: ts})
+	if err != nil {
+		return Task{}, nil, fmt.Errorf("encode channel turns: %w", err)
+	}
+	return Task{Type: TaskChannelTurns, Payload: p}, []Option{MaxRetry(channelTurnRetries)}, nil
+}
+
+// EnqueueChannelTurns enqueues the turn of each of ts, leaving out those pending or running. A
+// turn enqueued again after it ended finds its answer in the outbox and sends nothing twice, so
+// a channel:turns task that runs again (its worker died) loses and repeats nothing.
+func EnqueueChannelTurns(ctx context.Context, q Queue, ts []ChannelTurn) error {
+	tasks := make([]Task, len(ts))
+	var opts []Option
+	for i, t := range ts {
+		var err error
+		if tasks[i], opts, err = ChannelTurnTask(t); err != nil {
+			return err
+		}
+	}
+	return EnqueueAll(ctx, q, tasks, opts...)
 }
 
 // EnqueueChannelTurn enqueues the turn of a delivery, once while it is pending or running.
@@ -79,16 +116,27 @@ func EnqueueChannelSend(ctx context.Context, q Queue, s ChannelSend) error {
 	return err
 }
 
-// ChannelHandler is the handler of TaskChannelTurn and TaskChannelSend: Turn and Send do the
-// work on the runtime of the agent's active deployment.
+// ChannelHandler is the handler of TaskChannelTurns, TaskChannelTurn and TaskChannelSend:
+// Turns enqueues the turns of a batch, Turn and Send do the work on the runtime of the agent's
+// active deployment.
 type ChannelHandler struct {
-	Turn func(ctx context.Context, t ChannelTurn) error
-	Send func(ctx context.Context, s ChannelSend) error
+	Turns func(ctx context.Context, ts []ChannelTurn) error
+	Turn  func(ctx context.Context, t ChannelTurn) error
+	Send  func(ctx context.Context, s ChannelSend) error
 }
 
 // ProcessTask implements Handler.
 func (h *ChannelHandler) ProcessTask(ctx context.Context, t Task) error {
 	switch t.Type {
+	case TaskChannelTurns:
+		var ct ChannelTurns
+		if err := json.Unmarshal(t.Payload, &ct); err != nil {
+			return fmt.Errorf("%w: channel turns payload of %d bytes is unreadable: %v", ErrSkipRetry, len(t.Payload), err)
+		}
+		if len(ct.Turns) == 0 {
+			return fmt.Errorf("%w: channel turns payload without turns", ErrSkipRetry)
+		}
+		return h.Turns(ctx, ct.Turns)
 	case TaskChannelTurn:
 		var ct ChannelTurn
 		if err := json.Unmarshal(t.Payload, &ct); err != nil || ct.AgentID == "" {

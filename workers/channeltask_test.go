@@ -68,3 +68,37 @@ func TestChannelTasks(t *testing.T) {
 		t.Errorf("unreadable payload: %v, want ErrSkipRetry", err)
 	}
 }
+
+// A batch's turns are one task; its handler enqueues each turn, and running it again (its
+// worker died after the enqueue) leaves out those pending.
+func TestChannelTurnsTask(t *testing.T) {
+	ctx := context.Background()
+	turns := []workers.ChannelTurn{
+		{AgentID: "ag1", Channel: "slack", DeliveryID: "Ev1", Message: json.RawMessage(`{"text":"a"}`)},
+		{AgentID: "ag1", Channel: "slack", DeliveryID: "Ev2", Message: json.RawMessage(`{"text":"b"}`)},
+	}
+	if _, _, err := workers.ChannelTurnsTask(nil); !errors.Is(err, workers.ErrBadTask) {
+		t.Errorf("no turns: %v, want ErrBadTask", err)
+	}
+	task, _, err := workers.ChannelTurnsTask(turns)
+	if err != nil || task.Type != workers.TaskChannelTurns {
+		t.Fatalf("ChannelTurnsTask = %+v, %v", task, err)
+	}
+	q := &recordQueue{}
+	h := &workers.ChannelHandler{Turns: func(ctx context.Context, ts []workers.ChannelTurn) error {
+		return workers.EnqueueChannelTurns(ctx, q, ts)
+	}}
+	for range 2 {
+		if err := h.ProcessTask(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(q.tasks) != 2 || q.tasks[0].Type != workers.TaskChannelTurn || q.tasks[1].ID != "channel:turn:ag1:slack:Ev2" || q.opts[0].MaxRetry == 0 {
+		t.Fatalf("enqueued %+v with %+v; want each turn once, retried", q.tasks, q.opts)
+	}
+	for _, bad := range []string{"{", `{"turns":[]}`} {
+		if err := h.ProcessTask(ctx, workers.Task{Type: workers.TaskChannelTurns, Payload: []byte(bad)}); !errors.Is(err, workers.ErrSkipRetry) {
+			t.Errorf("payload %s: %v, want ErrSkipRetry", bad, err)
+		}
+	}
+}

@@ -18,7 +18,7 @@ const turnQueue = "svc-turns"
 
 // turnTasks are the task types of the turns lane: under svc up, the jobs the turn lane of the
 // database queue claims, and the others leave.
-var turnTasks = []string{workers.TaskAutomationFire, workers.TaskChannelTurn, workers.TaskChannelSend}
+var turnTasks = []string{workers.TaskAutomationFire, workers.TaskChannelTurns, workers.TaskChannelTurn, workers.TaskChannelSend}
 
 // automationHost is what the runtimes of this process need for /api/automations: the store and
 // the platform queue their fires run through.

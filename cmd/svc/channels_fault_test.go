@@ -11,15 +11,23 @@ import (
 )
 
 // TestChannelReplySurvivesAKilledWorker: the worker that takes a mention's turn dies of SIGKILL
-// (SVC_FAULT=channel.turn) between the delivery and the reply; once another worker takes the
-// task back, the reply arrives, once.
+// between the delivery and the reply, in the turn (SVC_FAULT=channel.turn) or right after it
+// enqueued the turns of the delivery's batch, before that task is done (channel.turns, so the
+// batch's task runs again and enqueues the turn a second time); once another worker takes the
+// tasks back, the reply arrives, once.
 func TestChannelReplySurvivesAKilledWorker(t *testing.T) {
+	for _, point := range []string{"channel.turn", "channel.turns"} {
+		t.Run(point, func(t *testing.T) { replySurvivesAKilledWorker(t, point) })
+	}
+}
+
+func replySurvivesAKilledWorker(t *testing.T, point string) {
 	fake := channelstest.NewSlack(t)
 	c := startCluster(t, 6)
 	c.settings["SVC_SLACK_API_URL"] = fake.URL
 	// worker1 alone, armed, takes the tasks: the build first, then the turn it dies in.
 	c.proc("worker2").Kill()
-	c.proc("worker1").Restart("channel.turn")
+	c.proc("worker1").Restart(point)
 
 	var a struct{ AgentID, Slug string }
 	if s := c.call("POST", "/api/agents", map[string]any{"name": "desk"}, &a); s != 201 {

@@ -45,44 +45,81 @@ func (p *platform) channelHost() *runtime.Channels {
 	}
 }
 
-// recordDeliveries records a batch of accepted deliveries in one commit. On the embedded queue
-// (its jobs in the same database) their turns are enqueued in that commit too: a delivery is
-// recorded with its turn or not at all. Otherwise (Redis) the turns are left to Channels.Turn,
-// after the commit (nil: the runtime's default).
+// recordDeliveries records a batch of accepted deliveries in one commit, with one task for the
+// turns of those new (channel:turns, whose handler enqueues a task of each turn once the
+// acknowledgements are out): a queue row or call per batch while the platform waits to
+// answer, not one per delivery. On the embedded queue (its jobs in the same database) the task
+// is in that commit too: a delivery is recorded with its turn or not at all. On Redis it is
+// enqueued after the commit; when that fails the batch's new deliveries are forgotten and each
+// is answered 503, so that the platform's retry is taken.
 func (p *platform) recordDeliveries() func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
-	q, ok := p.turns.(*dbqueue.Queue)
-	if !ok {
-		return nil
-	}
-	return func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
-		dup, err := p.stores.Channels.SeeDeliveries(ctx, runtime.DeliveryKeys(ds), func(tx *gorm.DB, recorded []int) error {
-			tasks := make([]workers.Task, len(recorded))
-			var opts []workers.Option
-			for j, i := range recorded {
-				m := ds[i].Message
-				msg, err := json.Marshal(m)
-				if err != nil {
-					return fmt.Errorf("encode a channel message: %w", err)
-				}
-				if tasks[j], opts, err = workers.ChannelTurnTask(workers.ChannelTurn{AgentID: ds[i].AgentID, Channel: string(m.Channel), DeliveryID: m.DeliveryID, Message: msg}); err != nil {
-					return err
-				}
+	turns := func(ds []runtime.Delivery, recorded []int) (workers.Task, []workers.Option, error) {
+		ts := make([]workers.ChannelTurn, len(recorded))
+		for j, i := range recorded {
+			m := ds[i].Message
+			msg, err := json.Marshal(m)
+			if err != nil {
+				return workers.Task{}, nil, fmt.Errorf("encode a channel message: %w", err)
 			}
-			_, err := q.EnqueueManyTx(ctx, tx, tasks, opts...) // a duplicate: the turn is queued already
-			return err
-		})
-		if err != nil {
-			return nil, err
+			ts[j] = workers.ChannelTurn{AgentID: ds[i].AgentID, Channel: string(m.Channel), DeliveryID: m.DeliveryID, Message: msg}
 		}
-		q.Wake()
-		res := make([]runtime.Recorded, len(ds))
+		return workers.ChannelTurnsTask(ts)
+	}
+	results := func(dup []bool) []runtime.Recorded {
+		res := make([]runtime.Recorded, len(dup))
 		for i, d := range dup {
 			res[i] = runtime.RecordedQueued
 			if d {
 				res[i] = runtime.RecordedDuplicate
 			}
 		}
-		return res, nil
+		return res
+	}
+	if q, ok := p.turns.(*dbqueue.Queue); ok {
+		return func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
+			dup, err := p.stores.Channels.SeeDeliveries(ctx, runtime.DeliveryKeys(ds), func(tx *gorm.DB, recorded []int) error {
+				task, opts, err := turns(ds, recorded)
+				if err == nil {
+					err = q.EnqueueTx(ctx, tx, task, opts...)
+				}
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			q.Wake()
+			return results(dup), nil
+		}
+	}
+	return func(ctx context.Context, ds []runtime.Delivery) ([]runtime.Recorded, error) {
+		keys := runtime.DeliveryKeys(ds)
+		dup, err := p.stores.Channels.SeeDeliveries(ctx, keys, nil)
+		if err != nil {
+			return nil, err
+		}
+		var recorded []int
+		for i, d := range dup {
+			if !d {
+				recorded = append(recorded, i)
+			}
+		}
+		if len(recorded) == 0 {
+			return results(dup), nil
+		}
+		task, opts, err := turns(ds, recorded)
+		if err == nil {
+			err = p.turns.Enqueue(ctx, task, opts...)
+		}
+		if err != nil {
+			for _, i := range recorded {
+				k := keys[i]
+				if ferr := p.stores.Channels.ForgetDelivery(context.WithoutCancel(ctx), k.AgentID, k.Channel, k.DeliveryID); ferr != nil {
+					p.log.ErrorContext(ctx, "channels: forget a delivery", "channel", k.Channel, "delivery_id", k.DeliveryID, "err", ferr)
+				}
+			}
+			return nil, fmt.Errorf("enqueue the turns of %d deliveries: %w", len(recorded), err)
+		}
+		return results(dup), nil
 	}
 }
 
@@ -99,6 +136,16 @@ const ackPriority = 250 * time.Millisecond
 // handleChannels routes the channel tasks of mux to the runtimes of router.
 func (p *platform) handleChannels(mux *workers.ServeMux, router *runner.Router) {
 	h := &workers.ChannelHandler{
+		Turns: func(ctx context.Context, ts []workers.ChannelTurn) error {
+			if p.chans != nil { // the turns of a batch are enqueued after the acks of the next
+				p.chans.AfterAcks(ctx, ackPriority)
+			}
+			if err := workers.EnqueueChannelTurns(ctx, p.turns, ts); err != nil {
+				return err
+			}
+			faults.Point("channel.turns") // the turns enqueued, the batch's task not yet done
+			return nil
+		},
 		Turn: func(ctx context.Context, t workers.ChannelTurn) error {
 			var m channels.Message
 			if err := json.Unmarshal(t.Message, &m); err != nil {
@@ -114,6 +161,7 @@ func (p *platform) handleChannels(mux *workers.ServeMux, router *runner.Router) 
 			return p.runChannel(ctx, router, s.AgentID, runtime.ChannelTask{Send: &runtime.ChannelSend{Channel: s.Channel, Outbox: s.Outbox, At: s.At}})
 		},
 	}
+	mux.Handle(workers.TaskChannelTurns, h)
 	mux.Handle(workers.TaskChannelTurn, h)
 	mux.Handle(workers.TaskChannelSend, h)
 }
