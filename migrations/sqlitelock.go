@@ -73,9 +73,10 @@ type sqliteConn interface {
 // lockedConn is a connection that takes the write lock for its transactions and its writes.
 // database/sql uses a connection from one goroutine at a time.
 type lockedConn struct {
-	conn sqliteConn
-	lock chan struct{}
-	inTx bool
+	conn  sqliteConn
+	lock  chan struct{}
+	inTx  bool
+	stmts stmtCache // sqlitestmt.go
 }
 
 // acquire takes the write lock, waiting at most writeLockWait or until ctx ends.
@@ -129,28 +130,33 @@ func (c *lockedConn) Begin() (driver.Tx, error) {
 
 func (c *lockedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if c.inTx || !writes(query) {
-		return c.conn.ExecContext(ctx, query, args)
+		return c.stmts.exec(ctx, c.conn, query, args)
 	}
 	if err := c.acquire(ctx); err != nil {
 		return nil, err
 	}
 	defer c.release()
-	return c.conn.ExecContext(ctx, query, args)
+	return c.stmts.exec(ctx, c.conn, query, args)
 }
 
 func (c *lockedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.inTx || !writes(query) {
-		return c.conn.QueryContext(ctx, query, args)
+	locks := !c.inTx && writes(query)
+	if locks {
+		if err := c.acquire(ctx); err != nil {
+			return nil, err
+		}
 	}
-	if err := c.acquire(ctx); err != nil {
-		return nil, err
-	}
-	rows, err := c.conn.QueryContext(ctx, query, args)
+	rows, kept, err := c.stmts.query(ctx, c.conn, query, args)
 	if err != nil {
-		c.release()
+		if locks {
+			c.release()
+		}
 		return nil, err
 	}
-	return &lockedRows{sqliteRows: rows.(sqliteRows), c: c}, nil
+	if !locks && kept == nil {
+		return rows, nil
+	}
+	return &lockedRows{sqliteRows: rows, c: c, locked: locks, kept: kept}, nil
 }
 
 // PrepareContext prepares without the lock: the statements this project runs are not
@@ -161,10 +167,13 @@ func (c *lockedConn) PrepareContext(ctx context.Context, query string) (driver.S
 }
 
 func (c *lockedConn) Prepare(query string) (driver.Stmt, error) { return c.conn.Prepare(query) }
-func (c *lockedConn) Close() error                              { return c.conn.Close() }
-func (c *lockedConn) Ping(ctx context.Context) error            { return c.conn.Ping(ctx) }
-func (c *lockedConn) ResetSession(ctx context.Context) error    { return c.conn.ResetSession(ctx) }
-func (c *lockedConn) IsValid() bool                             { return c.conn.IsValid() }
+func (c *lockedConn) Close() error {
+	c.stmts.close()
+	return c.conn.Close()
+}
+func (c *lockedConn) Ping(ctx context.Context) error         { return c.conn.Ping(ctx) }
+func (c *lockedConn) ResetSession(ctx context.Context) error { return c.conn.ResetSession(ctx) }
+func (c *lockedConn) IsValid() bool                          { return c.conn.IsValid() }
 
 // lockedTx releases the write lock when its transaction ends.
 type lockedTx struct {
@@ -189,12 +198,15 @@ func (t *lockedTx) end() {
 	}
 }
 
-// lockedRows releases the write lock when the rows of a writing statement are closed. It
-// keeps what modernc's rows say of their column types (gorm scans by them).
+// lockedRows releases the write lock when the rows of a writing statement are closed, and
+// gives back the kept statement they were read from. It keeps what modernc's rows say of
+// their column types (gorm scans by them).
 type lockedRows struct {
 	sqliteRows
-	c    *lockedConn
-	once sync.Once
+	c      *lockedConn
+	locked bool      // the rows hold the write lock
+	kept   *keptStmt // nil: run unprepared
+	once   sync.Once
 }
 
 // sqliteRows is what database/sql uses of modernc's rows.
@@ -209,6 +221,13 @@ type sqliteRows interface {
 
 func (r *lockedRows) Close() error {
 	err := r.sqliteRows.Close()
-	r.once.Do(r.c.release)
+	r.once.Do(func() {
+		if r.kept != nil {
+			r.c.stmts.give(r.kept)
+		}
+		if r.locked {
+			r.c.release()
+		}
+	})
 	return err
 }
