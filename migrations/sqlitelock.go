@@ -102,13 +102,19 @@ func (c *lockedConn) release() { <-c.lock }
 
 // writes says whether query may write: anything but a read (SELECT, EXPLAIN, PRAGMA, VALUES).
 func writes(query string) bool {
+	return !startsWith(query, "SELECT", "EXPLAIN", "PRAGMA", "VALUES")
+}
+
+// startsWith says whether query, past blanks and opening parentheses, starts with one of
+// words, in any case.
+func startsWith(query string, words ...string) bool {
 	q := strings.TrimLeft(query, " \t\r\n(")
-	for _, read := range []string{"SELECT", "EXPLAIN", "PRAGMA", "VALUES"} {
-		if len(q) >= len(read) && strings.EqualFold(q[:len(read)], read) {
-			return false
+	for _, w := range words {
+		if len(q) >= len(w) && strings.EqualFold(q[:len(w)], w) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 func (c *lockedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
@@ -159,9 +165,11 @@ func (c *lockedConn) QueryContext(ctx context.Context, query string, args []driv
 	return &lockedRows{sqliteRows: rows, c: c, locked: locks, kept: kept}, nil
 }
 
-// PrepareContext prepares without the lock: the statements this project runs are not
-// prepared (database/sql prepares only for a connection without ExecerContext), and one that
-// is, writing outside a transaction, waits in SQLite's busy handler as before.
+// PrepareContext prepares without the lock: database/sql prepares only when asked to (its
+// connections have ExecerContext), this project does not ask (the statements the connection
+// keeps prepared run through ExecContext and QueryContext, which take the lock), and a
+// statement that is prepared, writing outside a transaction, waits in SQLite's busy handler
+// as before.
 func (c *lockedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	return c.conn.PrepareContext(ctx, query)
 }

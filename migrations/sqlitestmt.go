@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"database/sql/driver"
-	"strings"
 	"sync"
 )
 
@@ -26,16 +25,7 @@ const stmtCacheMaxLen = 4096
 // keeps says whether query is kept prepared: statements that read or change rows, run again
 // and again, not the schema's (a migration's), a PRAGMA or a transaction's control.
 func keeps(query string) bool {
-	if len(query) > stmtCacheMaxLen {
-		return false
-	}
-	q := strings.TrimLeft(query, " \t\r\n(")
-	for _, dml := range []string{"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "REPLACE"} {
-		if len(q) >= len(dml) && strings.EqualFold(q[:len(dml)], dml) {
-			return true
-		}
-	}
-	return false
+	return len(query) <= stmtCacheMaxLen && startsWith(query, "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "REPLACE")
 }
 
 // sqliteStmt is what a kept statement is used for.
