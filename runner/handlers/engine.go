@@ -52,6 +52,13 @@ func (e *engine) run(ctx context.Context, vm *goja.Runtime, out outside) (o *out
 	}()
 	defer func() {
 		if p := recover(); p != nil {
+			// goja raises an interrupt as a panic when it lands in Go code that reads a
+			// JavaScript value (a getter of the result, of the module's exports): that is
+			// the host's stop, not a fault of the handler.
+			if _, ok := p.(*goja.InterruptedError); ok || ctx.Err() != nil {
+				o = &outcome{Err: &wireError{Kind: errInterrupted, Message: "interrupted"}}
+				return
+			}
 			o = &outcome{Err: &wireError{Kind: errOther, Message: fmt.Sprintf("handler %s: internal error: %s", e.spec.Tool, panicMessage(p))}}
 		}
 	}()
