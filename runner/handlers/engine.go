@@ -52,19 +52,12 @@ func (e *engine) run(ctx context.Context, vm *goja.Runtime, out outside) (o *out
 	}()
 	defer func() {
 		if p := recover(); p != nil {
-			// goja raises an interrupt as a panic when it lands in Go code that reads a
-			// JavaScript value (a getter of the result, of the module's exports): that is
-			// the host's stop, not a fault of the handler.
-			if _, ok := p.(*goja.InterruptedError); ok || ctx.Err() != nil {
-				o = &outcome{Err: &wireError{Kind: errInterrupted, Message: "interrupted"}}
-				return
-			}
 			o = &outcome{Err: &wireError{Kind: errOther, Message: fmt.Sprintf("handler %s: internal error: %s", e.spec.Tool, panicMessage(p))}}
 		}
 	}()
 
 	c := newCallCtx(ctx, e, vm, out)
-	v, err := e.invoke(vm, c)
+	v, err := caught(func() (goja.Value, error) { return e.invoke(vm, c) })
 	if c.stopping { // parked, or stopped by the host: what the handler did after is moot
 		if c.parked != nil {
 			return &outcome{Pause: c.parked}
@@ -72,11 +65,11 @@ func (e *engine) run(ctx context.Context, vm *goja.Runtime, out outside) (o *out
 		return &outcome{Err: &wireError{Kind: errInterrupted, Message: "stopped"}}
 	}
 	if err == nil {
-		v, err = e.settle(v)
+		v, err = caught(func() (goja.Value, error) { return e.settle(v) })
 	}
 	var res tools.Result
 	if err == nil {
-		res, err = e.result(vm, v)
+		res, err = caught(func() (tools.Result, error) { return e.result(vm, v) })
 	}
 	var werr *wireError
 	if err != nil {
@@ -89,6 +82,23 @@ func (e *engine) run(ctx context.Context, vm *goja.Runtime, out outside) (o *out
 		return &outcome{Err: werr}
 	}
 	return &outcome{Content: res.Content, Data: res.Data}
+}
+
+// caught runs f and returns an interrupt that f raised as a panic as its error. goja panics
+// with the interrupt when it lands in Go code reading a JavaScript value (a getter of the
+// result, of the module's exports); as an error it ends the call as any interrupt does: a
+// pause, a stop or the deadline, not an internal error. Other panics go on.
+func caught[T any](f func() (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ie, ok := p.(*goja.InterruptedError)
+			if !ok {
+				panic(p)
+			}
+			err = ie
+		}
+	}()
+	return f()
 }
 
 // invoke runs the module and calls its default export with (input, ctx).
